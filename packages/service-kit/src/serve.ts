@@ -1,0 +1,69 @@
+import type { Server } from "node:http";
+import type { Express } from "express";
+import { describeError } from "./error-handler";
+import type { Logger } from "./logger";
+
+export interface ServeOptions {
+  host: string;
+  port: number;
+  logger: Logger;
+  /** Closes what the service holds (database, upstream queue) after the last request has finished. */
+  onClose?: () => Promise<void>;
+  /** How long in-flight requests get to finish after SIGTERM before connections are cut. */
+  drainTimeoutMs?: number;
+}
+
+export interface RunningServer {
+  server: Server;
+  /** The port actually bound (useful with port 0). */
+  port: number;
+  /** Stops accepting, lets in-flight requests finish, then runs onClose. Safe to call twice. */
+  close: () => Promise<void>;
+}
+
+/** Listens, and resolves once the port is bound; rejects if it cannot be. */
+export async function serve(app: Express, options: ServeOptions): Promise<RunningServer> {
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(options.port, options.host, (err?: Error) => (err ? reject(err) : resolve(s)));
+  });
+  const address = server.address();
+  const port = typeof address === "object" && address !== null ? address.port : options.port;
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      const drained = new Promise<void>((resolve) => server.close(() => resolve()));
+      // A keep-alive socket goes idle when its last response ends and would then hold close() open until
+      // it times out, so idle sockets are swept until the drain completes.
+      server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      const cut = setTimeout(() => server.closeAllConnections(), options.drainTimeoutMs ?? 10_000);
+      sweep.unref();
+      cut.unref();
+      await drained;
+      clearInterval(sweep);
+      clearTimeout(cut);
+      await options.onClose?.();
+    })();
+    return closing;
+  };
+  return { server, port, close };
+}
+
+/** SIGTERM/SIGINT: stop accepting, finish in-flight requests, close resources, exit 0. */
+export function exitOnSignals(running: RunningServer, logger: Logger): void {
+  const onSignal = (signal: NodeJS.Signals) => {
+    logger.info("shutting down", { signal });
+    running.close().then(
+      () => {
+        logger.info("stopped");
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error("shutdown failed", describeError(err));
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", onSignal);
+  process.once("SIGINT", onSignal);
+}

@@ -1,0 +1,143 @@
+import { Writable } from "node:stream";
+import express from "express";
+import request from "supertest";
+import winston from "winston";
+import { z } from "zod";
+import {
+  AppError,
+  ConfigError,
+  createLogger,
+  currentRequestId,
+  errorHandler,
+  jsonBody,
+  loadConfig,
+  requestId,
+  serve,
+} from "../src";
+
+function captureLogger() {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger({ service: "test", level: "debug" });
+  logger.clear();
+  logger.add(
+    new winston.transports.Stream({
+      stream: new Writable({
+        write(chunk, _enc, cb) {
+          lines.push(JSON.parse(String(chunk)));
+          cb();
+        },
+      }),
+    }),
+  );
+  return { logger, lines };
+}
+
+function appWith(logger: winston.Logger) {
+  const app = express();
+  app.use(requestId({ echoHeaders: ["x-typesafe-request-id"] }));
+  app.use(jsonBody({ limit: "1kb" }));
+  app.post("/echo", (req, res) => {
+    logger.info("handling", { seen: currentRequestId() });
+    res.json({ body: req.body });
+  });
+  app.get("/fail", () => {
+    throw new AppError(409, "Conflict here", { code: "conflict", details: [{ path: "x", message: "y" }] });
+  });
+  app.get("/boom", () => {
+    throw new Error("secret internals");
+  });
+  app.use(errorHandler({ logger }));
+  return app;
+}
+
+describe("requestId + jsonBody", () => {
+  it("echoes a client id in both headers and keeps it in log lines written after body parsing", async () => {
+    const { logger, lines } = captureLogger();
+    const res = await request(appWith(logger)).post("/echo").set("x-request-id", "abc-123").send({ a: 1 });
+    expect(res.status).toBe(200);
+    expect(res.headers["x-request-id"]).toBe("abc-123");
+    expect(res.headers["x-typesafe-request-id"]).toBe("abc-123");
+    expect(lines.find((l) => l.message === "handling")).toMatchObject({ requestId: "abc-123", seen: "abc-123" });
+  });
+
+  it("replaces an unsafe client id with a generated uuid", async () => {
+    const { logger } = captureLogger();
+    const res = await request(appWith(logger)).post("/echo").set("x-request-id", "bad id\twith spaces").send({});
+    expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe("errorHandler", () => {
+  it("answers an AppError with its status and whole body", async () => {
+    const { logger } = captureLogger();
+    const res = await request(appWith(logger)).get("/fail");
+    expect(res.status).toBe(409);
+    expect(res.body).toStrictEqual({
+      error: "Conflict here",
+      code: "conflict",
+      details: [{ path: "x", message: "y" }],
+    });
+  });
+
+  it("answers an unknown throw with a generic 500 and logs the stack", async () => {
+    const { logger, lines } = captureLogger();
+    const res = await request(appWith(logger)).get("/boom");
+    expect(res.status).toBe(500);
+    expect(res.body).toStrictEqual({ error: "Internal server error" });
+    expect(JSON.stringify(lines)).toContain("secret internals");
+  });
+
+  it("maps malformed JSON to 400 and an oversized body to 413", async () => {
+    const { logger } = captureLogger();
+    const app = appWith(logger);
+    const bad = await request(app).post("/echo").set("content-type", "application/json").send("{nope");
+    expect(bad.status).toBe(400);
+    expect(bad.body).toStrictEqual({ error: "Request body is not valid JSON", code: "invalid_json" });
+    const big = await request(app)
+      .post("/echo")
+      .send({ s: "x".repeat(2000) });
+    expect(big.status).toBe(413);
+    expect(big.body).toStrictEqual({ error: "Request body too large", code: "payload_too_large" });
+  });
+});
+
+describe("loadConfig", () => {
+  const schema = z.object({ PORT: z.coerce.number().int().min(0).max(65535).default(3000) });
+
+  it("treats empty strings as unset so defaults apply", () => {
+    expect(loadConfig(schema, { PORT: "" })).toStrictEqual({ PORT: 3000 });
+  });
+
+  it("names the offending variable", () => {
+    expect(() => loadConfig(schema, { PORT: "99999" })).toThrow(ConfigError);
+    expect(() => loadConfig(schema, { PORT: "99999" })).toThrow(/PORT/);
+  });
+});
+
+describe("serve", () => {
+  it("lets an in-flight request finish after close() and then runs onClose", async () => {
+    const { logger } = captureLogger();
+    const app = express();
+    let release: () => void = () => undefined;
+    app.get("/slow", (_req, res) => {
+      release = () => res.json({ done: true });
+    });
+    let closed = false;
+    const running = await serve(app, {
+      host: "127.0.0.1",
+      port: 0,
+      logger,
+      onClose: async () => {
+        closed = true;
+      },
+    });
+    const pending = fetch(`http://127.0.0.1:${running.port}/slow`).then((r) => r.json());
+    await new Promise((r) => setTimeout(r, 50));
+    const closing = running.close();
+    expect(closed).toBe(false);
+    release();
+    await expect(pending).resolves.toStrictEqual({ done: true });
+    await closing;
+    expect(closed).toBe(true);
+  });
+});
