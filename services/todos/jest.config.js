@@ -1,0 +1,10 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: "node",
+  roots: ["<rootDir>/test"],
+  // PGlite's CommonJS build loads its wasm helpers through `await import(...)`, which Jest's VM cannot run
+  // without --experimental-vm-modules; letting swc compile PGlite too turns those into require().
+  transform: { "^.+\\.(t|j|mj|cj)s$": ["@swc/jest"] },
+  transformIgnorePatterns: ["/node_modules/(?!(\\.pnpm/@electric-sql\\+pglite|@electric-sql/pglite))"],
+  testTimeout: 30_000,
+};

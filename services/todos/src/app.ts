@@ -1,0 +1,89 @@
+import { TODO_MESSAGES } from "@localdecider/contracts";
+import {
+  AppError,
+  accessLog,
+  bodyParserErrorType,
+  errorHandler,
+  jsonBody,
+  type Logger,
+  notFoundHandler,
+  requestId,
+} from "@localdecider/service-kit";
+import express, { type ErrorRequestHandler, type Express } from "express";
+import { type RouteDefinition, todoRoutes } from "./http/todo-routes";
+import type { TodoRepository } from "./storage/repository";
+
+/** Bodies above this get 413 (issue 2: 64 KiB). */
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface AppDeps {
+  repository: TodoRepository;
+  logger: Logger;
+  /**
+   * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
+   * access log and before any route (metrics middleware, /metrics, /docs); `onRoute` sees each route as it
+   * is registered (OpenAPI document, per-route labels).
+   */
+  hooks?: {
+    beforeRoutes?: (app: Express) => void;
+    onRoute?: (route: RouteDefinition) => void;
+  };
+}
+
+/**
+ * The seed documents a 500 `{ error: "Internal server error" }` for a body that is not JSON. That is kept,
+ * but it is the client's fault, so it is logged as a client error (warn) instead of as a server fault.
+ */
+function malformedJsonAs500(logger: Logger): ErrorRequestHandler {
+  return (err, _req, res, next) => {
+    if (bodyParserErrorType(err) !== "entity.parse.failed") {
+      next(err);
+      return;
+    }
+    logger.warn("request body is not valid JSON (client error, answered 500 as the seed documents)", {
+      requestId: res.locals.requestId,
+    });
+    res.status(500).json({ error: TODO_MESSAGES.internal });
+  };
+}
+
+/** Known failures as todos error bodies, which carry no `code` (the seed fixes them to `{ error }`). */
+function mapKnownError(err: unknown): AppError | undefined {
+  switch (bodyParserErrorType(err)) {
+    case "entity.too.large":
+      return new AppError(413, TODO_MESSAGES.tooLarge);
+    case "encoding.unsupported":
+    case "charset.unsupported":
+      return new AppError(415, TODO_MESSAGES.unsupportedEncoding);
+    case "request.aborted":
+      return new AppError(400, TODO_MESSAGES.aborted);
+  }
+  // The router could not percent-decode a path parameter (e.g. "%E0%A4%A"): the client's malformed URL.
+  if (err instanceof URIError && (err as URIError & { status?: number }).status === 400) {
+    return new AppError(400, TODO_MESSAGES.invalidPath);
+  }
+  return undefined;
+}
+
+export function createApp(deps: AppDeps): Express {
+  const { logger } = deps;
+  const app = express();
+  app.disable("x-powered-by");
+  // Repeated parameters arrive as arrays and are rejected by validation; no nested objects.
+  app.set("query parser", "simple");
+
+  app.use(requestId());
+  app.use(accessLog(logger));
+  deps.hooks?.beforeRoutes?.(app);
+  app.use(jsonBody({ limit: BODY_LIMIT_BYTES }));
+
+  for (const route of todoRoutes(deps.repository)) {
+    deps.hooks?.onRoute?.(route);
+    app[route.method](route.path, route.handler);
+  }
+
+  app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));
+  app.use(malformedJsonAs500(logger));
+  app.use(errorHandler({ logger, map: mapKnownError, internalMessage: TODO_MESSAGES.internal }));
+  return app;
+}

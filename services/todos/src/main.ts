@@ -1,0 +1,33 @@
+import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
+import { createApp } from "./app";
+import { configSchema } from "./config";
+import { openStorage } from "./storage/open-storage";
+
+/**
+ * Boot: config from the environment (a bad value stops here, naming the variable), storage opened and
+ * migrated, then listen; SIGTERM/SIGINT drain in-flight requests, close the database and exit 0.
+ */
+async function main(): Promise<void> {
+  const config = loadConfig(configSchema);
+  const logger = createLogger({ service: "todos", level: config.LOG_LEVEL });
+  const repository = await openStorage({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.TODOS_DATA_DIR,
+    onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
+  });
+  logger.info("storage ready", { storage: repository.kind });
+  const running = await serve(createApp({ repository, logger }), {
+    host: config.TODOS_HOST,
+    port: config.TODOS_PORT,
+    logger,
+    onClose: () => repository.close(),
+  });
+  logger.info("listening", { host: config.TODOS_HOST, port: running.port });
+  exitOnSignals(running, logger);
+}
+
+main().catch((err: unknown) => {
+  // Before the logger exists (bad config) or when storage cannot be opened: say why on stderr, exit 1.
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

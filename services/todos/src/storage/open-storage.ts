@@ -1,0 +1,105 @@
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { PrismaPg } from "@prisma/adapter-pg";
+import pg from "pg";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { PrismaClient } from "../generated/prisma/client";
+import { loadMigrations, type MigrationConnection, migrate } from "./migrate";
+import { PrismaTodoRepository } from "./prisma-repository";
+import type { QueryObserver, TodoRepository } from "./repository";
+
+/**
+ * Pool limits, fixed rather than configured (the issue's config list is closed): a dead or unreachable
+ * database must turn into a prompt 500/503, never a request that hangs.
+ */
+export const POOL_SETTINGS = {
+  /** Connections per instance. */
+  max: 10,
+  /** Give up opening a connection after this long. */
+  connectionTimeoutMillis: 5_000,
+  /** Postgres cancels a statement running longer than this (server side). */
+  statement_timeout: 10_000,
+  /** The client stops waiting for a reply after this long, e.g. when packets are silently dropped. */
+  query_timeout: 15_000,
+  /** Idle connections are closed after this long. */
+  idleTimeoutMillis: 30_000,
+} as const;
+
+export interface StorageOptions {
+  /** PostgreSQL URL; when undefined the embedded PGlite database in dataDir is used. */
+  databaseUrl?: string | undefined;
+  /** PGlite directory (created if missing); relative paths resolve against the working directory. */
+  dataDir: string;
+  onQuery?: QueryObserver | undefined;
+  /** Reports errors of idle pooled connections (the pool replaces them); they never crash the process. */
+  onPoolError?: ((err: Error) => void) | undefined;
+}
+
+/** Migrates the database, then builds the repository over it. Migration failures reject: do not start. */
+export async function openStorage(options: StorageOptions): Promise<TodoRepository> {
+  return options.databaseUrl === undefined ? openPglite(options) : openPostgres(options.databaseUrl, options);
+}
+
+async function openPostgres(databaseUrl: string, options: StorageOptions): Promise<TodoRepository> {
+  await migratePostgres(databaseUrl);
+  const onPoolError = options.onPoolError ?? (() => undefined);
+  // The adapter owns the pool (it ends it on $disconnect). Its error listeners matter: without one, an idle
+  // connection's error (database restarted, proxy cut) would crash the process.
+  const adapter = new PrismaPg(
+    { connectionString: databaseUrl, ...POOL_SETTINGS },
+    { onPoolError, onConnectionError: onPoolError },
+  );
+  const prisma = new PrismaClient({ adapter });
+  return new PrismaTodoRepository({
+    prisma,
+    kind: "postgres",
+    release: async () => undefined,
+    onQuery: options.onQuery,
+  });
+}
+
+/** Applies the migrations over one dedicated connection (the advisory lock belongs to a session). */
+export async function migratePostgres(databaseUrl: string): Promise<string[]> {
+  const client = new pg.Client({
+    connectionString: databaseUrl,
+    connectionTimeoutMillis: POOL_SETTINGS.connectionTimeoutMillis,
+  });
+  client.on("error", () => undefined); // a lost connection surfaces as the failed query instead
+  await client.connect();
+  try {
+    const connection: MigrationConnection = {
+      query: async <Row>(sql: string, params?: unknown[]) => (await client.query(sql, params)).rows as Row[],
+      exec: async (script) => {
+        await client.query(script);
+      },
+    };
+    return await migrate(connection, await loadMigrations());
+  } finally {
+    await client.end();
+  }
+}
+
+async function openPglite(options: StorageOptions): Promise<TodoRepository> {
+  const dataDir = path.resolve(options.dataDir);
+  await mkdir(dataDir, { recursive: true });
+  const db = await PGlite.create(dataDir);
+  try {
+    await migratePglite(db);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(db) });
+  return new PrismaTodoRepository({ prisma, kind: "pglite", release: () => db.close(), onQuery: options.onQuery });
+}
+
+export async function migratePglite(db: PGlite): Promise<string[]> {
+  const connection: MigrationConnection = {
+    query: async <Row>(sql: string, params?: unknown[]) => (await db.query<Row>(sql, params)).rows,
+    exec: async (script) => {
+      await db.exec(script);
+    },
+  };
+  return migrate(connection, await loadMigrations());
+}

@@ -1,0 +1,51 @@
+/** One todo item as storage returns it, owner left out: callers always know whose items they asked for. */
+export interface TodoRecord {
+  id: string;
+  title: string;
+  completed: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface NewTodo {
+  title: string;
+  completed: boolean;
+}
+
+export interface TodoPatch {
+  title?: string | undefined;
+  completed?: boolean | undefined;
+}
+
+/** A window of the ordered list. */
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+export type StorageKind = "postgres" | "pglite";
+
+/**
+ * Called after every database operation, so query latency metrics can be wired in without touching the
+ * repository: `operation` is e.g. "todoItem.findMany", `ok` false when it threw.
+ */
+export type QueryObserver = (operation: string, durationMs: number, ok: boolean) => void;
+
+/**
+ * Everything the HTTP layer may do with stored todos. Every method is scoped by the owner: an item of
+ * another user is indistinguishable from one that does not exist.
+ */
+export interface TodoRepository {
+  readonly kind: StorageKind;
+  /** The user's items ordered by creation time, id as tie-break; all of them unless a page is given. */
+  list(userId: string, page?: Page): Promise<TodoRecord[]>;
+  create(userId: string, todo: NewTodo): Promise<TodoRecord>;
+  /** The updated item, or undefined when the user has no item with that id (nothing is changed then). */
+  update(userId: string, id: string, patch: TodoPatch): Promise<TodoRecord | undefined>;
+  /** Whether an item was deleted. */
+  delete(userId: string, id: string): Promise<boolean>;
+  /** Resolves when the database answers a trivial query; rejects with the reason otherwise. */
+  ping(): Promise<void>;
+  /** Releases the client and the connection pool or embedded database. */
+  close(): Promise<void>;
+}
