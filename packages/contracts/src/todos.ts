@@ -70,7 +70,7 @@ export type UpdateTodoRequest = z.infer<typeof UpdateTodoRequest>;
 const PositiveInt = (max: number) =>
   z
     .string({ error: "must be given once" })
-    .regex(/^[1-9][0-9]*$/, { error: "must be a positive integer" })
+    .regex(/^[1-9][0-9]*$/, { error: "must be a positive integer", abort: true })
     .refine((s) => s.length <= String(max).length && Number(s) <= max, { error: `must be at most ${max}` })
     .transform(Number);
 

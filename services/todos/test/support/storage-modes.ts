@@ -1,0 +1,51 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createLogger } from "@localdecider/service-kit";
+import type { Express } from "express";
+import { createApp } from "../../src/app";
+import { openStorage, type StorageOptions } from "../../src/storage/open-storage";
+import type { TodoRepository } from "../../src/storage/repository";
+import { createTestDatabase } from "./postgres";
+
+/** Where a storage mode keeps its data for one test file, and how to throw it away afterwards. */
+export interface StorageLocation {
+  options: StorageOptions;
+  dispose(): Promise<void>;
+}
+
+export interface StorageMode {
+  name: "postgres" | "pglite";
+  locate(): Promise<StorageLocation>;
+}
+
+export const postgresMode: StorageMode = {
+  name: "postgres",
+  locate: async () => {
+    const db = await createTestDatabase();
+    return { options: { databaseUrl: db.url, dataDir: "unused" }, dispose: db.drop };
+  },
+};
+
+export const pgliteMode: StorageMode = {
+  name: "pglite",
+  locate: async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), "todos-pglite-"));
+    return { options: { dataDir }, dispose: () => rm(dataDir, { recursive: true, force: true }) };
+  },
+};
+
+/** The same API suite runs once per storage mode. */
+export const STORAGE_MODES: StorageMode[] = [postgresMode, pgliteMode];
+
+export const silentLogger = createLogger({ service: "todos-test", level: "silent" });
+
+export interface TestApp {
+  app: Express;
+  repository: TodoRepository;
+}
+
+export async function buildApp(options: StorageOptions): Promise<TestApp> {
+  const repository = await openStorage(options);
+  return { app: createApp({ repository, logger: silentLogger }), repository };
+}
