@@ -4,5 +4,6 @@ export * from "./config";
 export * from "./error-handler";
 export * from "./logger";
 export * from "./metrics";
+export * from "./openapi";
 export * from "./request-context";
 export * from "./serve";
