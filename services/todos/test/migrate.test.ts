@@ -1,0 +1,225 @@
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import { Prisma } from "../src/generated/prisma/client";
+import { loadMigrations, MigrationError, migrate } from "../src/storage/migrate";
+import { migratePglite, migratePostgres } from "../src/storage/open-storage";
+import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
+
+const INIT = "20261122044500_init";
+
+interface MigrationRow {
+  id: string;
+  checksum: string;
+  migration_name: string;
+  finished_at: Date | null;
+  rolled_back_at: Date | null;
+  started_at: Date;
+  applied_steps_count: number;
+  logs: string | null;
+}
+
+describe("migrate() on PostgreSQL", () => {
+  let db: TestDatabase;
+  beforeEach(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await db.drop();
+  });
+  const rows = () => queryDatabase<MigrationRow>(db.url, `SELECT * FROM "_prisma_migrations"`);
+
+  it("when the database is empty, applies every migration and records it as Prisma does", async () => {
+    expect(await migratePostgres(db.url)).toStrictEqual([INIT]);
+    const sql = await readFile(path.join(__dirname, "..", "prisma", "migrations", INIT, "migration.sql"));
+    expect(await rows()).toStrictEqual([
+      {
+        id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+        checksum: createHash("sha256").update(sql).digest("hex"),
+        migration_name: INIT,
+        finished_at: expect.any(Date),
+        rolled_back_at: null,
+        started_at: expect.any(Date),
+        applied_steps_count: 1,
+        logs: null,
+      },
+    ]);
+  });
+
+  it("when the bookkeeping table is created, its columns match Prisma's _prisma_migrations exactly", async () => {
+    await migratePostgres(db.url);
+    const columns = await queryDatabase(
+      db.url,
+      `SELECT column_name, data_type, character_maximum_length, is_nullable, column_default
+         FROM information_schema.columns WHERE table_name = '_prisma_migrations' ORDER BY ordinal_position`,
+    );
+    expect(columns).toStrictEqual([
+      {
+        column_name: "id",
+        data_type: "character varying",
+        character_maximum_length: 36,
+        is_nullable: "NO",
+        column_default: null,
+      },
+      {
+        column_name: "checksum",
+        data_type: "character varying",
+        character_maximum_length: 64,
+        is_nullable: "NO",
+        column_default: null,
+      },
+      {
+        column_name: "finished_at",
+        data_type: "timestamp with time zone",
+        character_maximum_length: null,
+        is_nullable: "YES",
+        column_default: null,
+      },
+      {
+        column_name: "migration_name",
+        data_type: "character varying",
+        character_maximum_length: 255,
+        is_nullable: "NO",
+        column_default: null,
+      },
+      {
+        column_name: "logs",
+        data_type: "text",
+        character_maximum_length: null,
+        is_nullable: "YES",
+        column_default: null,
+      },
+      {
+        column_name: "rolled_back_at",
+        data_type: "timestamp with time zone",
+        character_maximum_length: null,
+        is_nullable: "YES",
+        column_default: null,
+      },
+      {
+        column_name: "started_at",
+        data_type: "timestamp with time zone",
+        character_maximum_length: null,
+        is_nullable: "NO",
+        column_default: "now()",
+      },
+      {
+        column_name: "applied_steps_count",
+        data_type: "integer",
+        character_maximum_length: null,
+        is_nullable: "NO",
+        column_default: "0",
+      },
+    ]);
+  });
+
+  it("when run a second time, applies nothing and leaves the records as they were", async () => {
+    await migratePostgres(db.url);
+    const before = await rows();
+    expect(await migratePostgres(db.url)).toStrictEqual([]);
+    expect(await rows()).toStrictEqual(before);
+  });
+
+  it("when two runners start at once on a fresh database, each migration is applied exactly once", async () => {
+    const results = await Promise.all([migratePostgres(db.url), migratePostgres(db.url), migratePostgres(db.url)]);
+    expect(results.flat()).toStrictEqual([INIT]);
+    expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
+  });
+
+  it("when an applied migration's file has changed, refuses with a clear error", async () => {
+    await migratePostgres(db.url);
+    await queryDatabase(db.url, `UPDATE "_prisma_migrations" SET checksum = 'abc'`);
+    await expect(migratePostgres(db.url)).rejects.toThrow(
+      new MigrationError(
+        `Migration ${INIT} was modified after it was applied (checksum abc in the database, ` +
+          `${(await loadMigrations())[0]?.checksum} on disk); restore the file instead of editing an applied migration.`,
+      ),
+    );
+  });
+
+  it("when an earlier attempt failed and was not resolved, refuses to run (as Prisma's P3009)", async () => {
+    await migratePostgres(db.url);
+    await queryDatabase(db.url, `UPDATE "_prisma_migrations" SET finished_at = NULL`);
+    await expect(migratePostgres(db.url)).rejects.toThrow(/Migration 20261122044500_init failed earlier/);
+  });
+
+  it("when a migration fails, rolls it back entirely and records nothing, so a fixed file can be retried", async () => {
+    const good = await loadMigrations();
+    const broken = { name: "20300101000000_broken", sql: `CREATE TABLE "x" (id int);\nSELECT nope;`, checksum: "c" };
+    const client = await import("pg").then((pg) => new pg.default.Client({ connectionString: db.url }));
+    await client.connect();
+    try {
+      const connection = {
+        query: async <Row>(sql: string, params?: unknown[]) => (await client.query(sql, params)).rows as Row[],
+        exec: async (script: string) => {
+          await client.query(script);
+        },
+      };
+      await expect(migrate(connection, [...good, broken])).rejects.toThrow(/Migration 20300101000000_broken failed/);
+      expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
+      expect(await queryDatabase(db.url, `SELECT to_regclass('x') AS t`)).toStrictEqual([{ t: null }]);
+      // The lock was released: a later run proceeds.
+      expect(await migrate(connection, good)).toStrictEqual([]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("after migrating, every model field of the Prisma schema is a column with matching nullability (no drift)", async () => {
+    await migratePostgres(db.url);
+    const schema = await readFile(path.join(__dirname, "..", "prisma", "schema.prisma"), "utf8");
+    for (const model of Object.values(Prisma.ModelName)) {
+      const fieldsEnum = (Prisma as unknown as Record<string, Record<string, string>>)[`${model}ScalarFieldEnum`];
+      const block = new RegExp(`model ${model} \\{([\\s\\S]*?)\\n\\}`).exec(schema)?.[1] ?? "";
+      const expected = Object.values(fieldsEnum ?? {})
+        .map((field) => {
+          const type = new RegExp(`^\\s*${field}\\s+(\\S+)`, "m").exec(block)?.[1] ?? "";
+          return { column_name: field, is_nullable: type.endsWith("?") ? "YES" : "NO" };
+        })
+        .sort((a, b) => a.column_name.localeCompare(b.column_name));
+      expect(expected.length).toBeGreaterThan(0);
+      const actual = await queryDatabase(
+        db.url,
+        `SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = $1 ORDER BY column_name`,
+        [model],
+      );
+      expect(actual).toStrictEqual(expected);
+    }
+  });
+
+  it("after migrating, the per-user list query is served by the (userId, createdAt, id) index", async () => {
+    await migratePostgres(db.url);
+    const indexes = await queryDatabase(
+      db.url,
+      `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'TodoItem' ORDER BY indexname`,
+    );
+    expect(indexes).toStrictEqual([
+      {
+        indexname: "TodoItem_pkey",
+        indexdef: 'CREATE UNIQUE INDEX "TodoItem_pkey" ON public."TodoItem" USING btree (id)',
+      },
+      {
+        indexname: "TodoItem_userId_createdAt_id_idx",
+        indexdef:
+          'CREATE INDEX "TodoItem_userId_createdAt_id_idx" ON public."TodoItem" USING btree ("userId", "createdAt", id)',
+      },
+    ]);
+  });
+});
+
+describe("migrate() on PGlite", () => {
+  it("when run twice on the same database, applies the migrations once", async () => {
+    const db = await PGlite.create();
+    try {
+      expect(await migratePglite(db)).toStrictEqual([INIT]);
+      expect(await migratePglite(db)).toStrictEqual([]);
+      const { rows } = await db.query<{ migration_name: string; applied_steps_count: number }>(
+        `SELECT migration_name, applied_steps_count FROM "_prisma_migrations"`,
+      );
+      expect(rows).toStrictEqual([{ migration_name: INIT, applied_steps_count: 1 }]);
+    } finally {
+      await db.close();
+    }
+  });
+});
