@@ -1,0 +1,134 @@
+import { z } from "zod";
+
+/**
+ * The decider's wire protocol: TypeSafe's hosted System One API (`POST /v1/systemone`, `GET /v1/models`),
+ * as the official `@typesafe-ai/sdk` 0.6.0 declares it, plus this service's error codes.
+ */
+
+/** Text, a JSON object or array, or null: state, instructions and every description. */
+export const Entry = z.union([z.string(), z.record(z.string(), z.json()), z.array(z.json()), z.null()]);
+export type Entry = z.infer<typeof Entry>;
+
+export const MAX_CHOICE_LABELS = 255;
+export const MIN_SCORE_LEVELS = 2;
+export const MAX_SCORE_LEVELS = 10;
+
+export const NoulQuestion = z.object({
+  type: z.literal("noul"),
+  instructions: Entry.optional(),
+  criteria: z.object({ true: Entry.optional(), false: Entry.optional() }).nullable().optional(),
+});
+export type NoulQuestion = z.infer<typeof NoulQuestion>;
+
+export const ChoiceQuestion = z.object({
+  type: z.literal("choice"),
+  instructions: Entry.optional(),
+  criteria: z
+    .record(z.string().min(1, "a label must not be empty"), Entry)
+    .refine((c) => Object.keys(c).length >= 1, "a choice needs at least 1 label")
+    .refine((c) => Object.keys(c).length <= MAX_CHOICE_LABELS, `a choice allows at most ${MAX_CHOICE_LABELS} labels`),
+});
+export type ChoiceQuestion = z.infer<typeof ChoiceQuestion>;
+
+export const ScoreQuestion = z.object({
+  type: z.literal("score"),
+  instructions: Entry.optional(),
+  criteria: z
+    .array(Entry)
+    .min(MIN_SCORE_LEVELS, `a score needs at least ${MIN_SCORE_LEVELS} levels`)
+    .max(MAX_SCORE_LEVELS, `a score allows at most ${MAX_SCORE_LEVELS} levels`),
+});
+export type ScoreQuestion = z.infer<typeof ScoreQuestion>;
+
+export const Question = z.discriminatedUnion("type", [NoulQuestion, ChoiceQuestion, ScoreQuestion]);
+export type Question = z.infer<typeof Question>;
+
+/** Body of `POST /v1/systemone`. Unknown top-level fields are ignored (the SDK forwards extra fields). */
+export const SystemOneRequest = z.object({
+  model: z.string().min(1),
+  // `state` is any JSON value; z.json() rejects `undefined`, so a missing state is reported.
+  state: z.json(),
+  questions: z
+    .record(z.string(), Question)
+    .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
+});
+export type SystemOneRequest = z.infer<typeof SystemOneRequest>;
+
+export const NoulAnswer = z.object({ type: z.literal("noul"), noul: z.number().min(0).max(1) });
+export type NoulAnswer = z.infer<typeof NoulAnswer>;
+
+export const ChoiceAnswer = z.object({
+  type: z.literal("choice"),
+  choice: z.string(),
+  probabilities: z.record(z.string(), z.number().min(0).max(1)),
+  confidence: z.number().min(0).max(1),
+});
+export type ChoiceAnswer = z.infer<typeof ChoiceAnswer>;
+
+export const ScoreAnswer = z.object({
+  type: z.literal("score"),
+  score: z.number().min(0),
+  probabilities: z.record(z.string(), z.number().min(0).max(1)),
+  confidence: z.number().min(0).max(1),
+  legend: z.record(z.string(), Entry),
+});
+export type ScoreAnswer = z.infer<typeof ScoreAnswer>;
+
+export const Answer = z.discriminatedUnion("type", [NoulAnswer, ChoiceAnswer, ScoreAnswer]);
+export type Answer = z.infer<typeof Answer>;
+
+export const Usage = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
+export type Usage = z.infer<typeof Usage>;
+
+/** 200 body of `POST /v1/systemone`. */
+export const SystemOneResponse = z.object({
+  model: z.string(),
+  answers: z.record(z.string(), Answer),
+  usage: Usage,
+});
+export type SystemOneResponse = z.infer<typeof SystemOneResponse>;
+
+export const ModelCard = z.object({ name: z.string(), description: z.string(), release_date: z.string() });
+export type ModelCard = z.infer<typeof ModelCard>;
+
+/** 200 body of `GET /v1/models` (what the SDK's `models.list()` unwraps). */
+export const ModelsResponse = z.object({ models: z.array(ModelCard) });
+export type ModelsResponse = z.infer<typeof ModelsResponse>;
+
+/** 200 body of the decider's `GET /ready`. */
+export const DeciderReadyResponse = z.object({ status: z.literal("ready"), upstream: z.string(), model: z.string() });
+export type DeciderReadyResponse = z.infer<typeof DeciderReadyResponse>;
+
+/** Every error code the decider answers with, and the one HTTP status each goes with. */
+export const DECIDER_ERROR_STATUS = {
+  invalid_json: 400,
+  invalid_request: 400,
+  unknown_model: 400,
+  context_too_long: 400,
+  request_aborted: 400,
+  unauthorized: 401,
+  not_found: 404,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  queue_full: 429,
+  internal_error: 500,
+  upstream_unreachable: 502,
+  upstream_error: 502,
+  upstream_malformed: 502,
+  upstream_busy: 503,
+  model_unavailable: 503,
+  backend_not_ready: 503,
+  upstream_timeout: 504,
+} as const;
+export const DeciderErrorCode = z.enum(
+  Object.keys(DECIDER_ERROR_STATUS) as [keyof typeof DECIDER_ERROR_STATUS, ...(keyof typeof DECIDER_ERROR_STATUS)[]],
+);
+export type DeciderErrorCode = z.infer<typeof DeciderErrorCode>;
+
+/** The decider's error body: contracts' ErrorBody with `code` always present. */
+export const DeciderErrorBody = z.object({
+  error: z.string(),
+  code: DeciderErrorCode,
+  details: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+});
+export type DeciderErrorBody = z.infer<typeof DeciderErrorBody>;

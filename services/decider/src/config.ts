@@ -1,0 +1,37 @@
+import { LOG_LEVELS } from "@localdecider/service-kit";
+import { z } from "zod";
+
+const int = (min: number, fallback: number) => z.coerce.number().int().min(min).default(fallback);
+
+/**
+ * The decider's whole environment. Keys are the variable names and each carries its documented default
+ * (the seed's sample values), so the README's config table can be derived from this schema.
+ */
+export const configSchema = z.object({
+  LOCALDECIDER_HOST: z.string().default("127.0.0.1"),
+  LOCALDECIDER_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  // llama.cpp's `llama-server --port 8081`: its own default port (8080) is ours. The address excludes `/v1`.
+  LOCALDECIDER_UPSTREAM: z.url().default("http://127.0.0.1:8081"),
+  LOCALDECIDER_UPSTREAM_MODEL: z.string().default("qwen2.5-1.5b-instruct"),
+  LOCALDECIDER_UPSTREAM_API_KEY: z.string().optional(),
+  LOCALDECIDER_API_KEY: z.string().optional(),
+  /** Seconds one upstream call may take before it is aborted (504). */
+  LOCALDECIDER_TIMEOUT: z.coerce.number().positive().default(180),
+  LOCALDECIDER_MAX_INFLIGHT: int(1, 2),
+  LOCALDECIDER_MAX_QUEUE: int(0, 64),
+  LOCALDECIDER_MALFORMED_RETRIES: int(0, 2),
+  LOCALDECIDER_MAX_OUTPUT_TOKENS: int(16, 2048),
+  LOCALDECIDER_QUESTIONS_PER_CALL: int(1, 16),
+  // At least 20 (= top_logprobs) so that any choice of up to 255 labels needs only one recombination round.
+  LOCALDECIDER_OUTCOMES_PER_CALL: int(20, 128),
+  LOCALDECIDER_BODY_LIMIT: z.string().default("1mb"),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+/** `{upstream}/v1` from an address given with or without a trailing slash or `/v1`. */
+export function upstreamBaseURL(upstream: string): string {
+  const trimmed = upstream.replace(/\/+$/, "");
+  return trimmed.endsWith("/v1") ? trimmed : `${trimmed}/v1`;
+}

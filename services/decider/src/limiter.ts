@@ -1,0 +1,89 @@
+import Bottleneck from "bottleneck";
+
+export interface LimiterCounts {
+  /** Upstream calls admitted but not yet running (queued in Bottleneck or still to be scheduled). */
+  queued: number;
+  /** Upstream calls running now. */
+  running: number;
+}
+
+/** The upstream calls one admitted request may make; release() returns what it did not use. */
+export interface Reservation {
+  run<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
+  release(): void;
+}
+
+export class AbortedError extends Error {
+  constructor() {
+    super("The request was cancelled");
+    this.name = "AbortedError";
+  }
+}
+
+/**
+ * At most `maxInflight` upstream calls at once (Bottleneck) and at most `maxQueue` waiting. Admission is
+ * by reservation: a request reserves every call it will make before any is queued, so one whose calls do
+ * not all fit is refused whole. Bottleneck never retries; the malformed-output retries run inside a job.
+ */
+export class UpstreamLimiter {
+  private readonly bottleneck: Bottleneck;
+  private reserved = 0;
+  private running = 0;
+
+  constructor(
+    private readonly maxInflight: number,
+    private readonly maxQueue: number,
+  ) {
+    this.bottleneck = new Bottleneck({ maxConcurrent: maxInflight });
+  }
+
+  counts(): LimiterCounts {
+    return { queued: this.reserved, running: this.running };
+  }
+
+  /** Reserves `calls` upstream calls, or returns undefined when they would overflow the queue. */
+  tryReserve(calls: number): Reservation | undefined {
+    if (this.reserved + calls > this.maxQueue) return undefined;
+    this.reserved += calls;
+    let left = calls;
+    const take = () => {
+      if (left > 0) {
+        left -= 1;
+        this.reserved -= 1;
+      }
+    };
+    return {
+      run: <T>(fn: () => Promise<T>, signal: AbortSignal) => {
+        if (signal.aborted) {
+          take();
+          return Promise.reject(new AbortedError());
+        }
+        return this.bottleneck.schedule(async () => {
+          take();
+          // A call whose client went away while it waited never reaches the upstream.
+          if (signal.aborted) throw new AbortedError();
+          this.running += 1;
+          try {
+            return await fn();
+          } finally {
+            this.running -= 1;
+          }
+        });
+      },
+      release: () => {
+        this.reserved -= left;
+        left = 0;
+      },
+    };
+  }
+
+  /** Seconds a refused client should wait: the queue ahead drained at the observed pace, at least 1. */
+  retryAfterSeconds(averageCallMs: number): number {
+    const ahead = this.reserved + this.running;
+    return Math.max(1, Math.ceil((ahead * averageCallMs) / this.maxInflight / 1000));
+  }
+
+  async stop(): Promise<void> {
+    await this.bottleneck.stop({ dropWaitingJobs: false });
+  }
+}

@@ -1,0 +1,27 @@
+import type { ModelCard } from "@localdecider/contracts";
+import { RELEASE_DATE, SERVICE_VERSION } from "./version";
+
+/** Our own model name. */
+export const MODEL_NAME = "localdecider";
+/**
+ * Names of TypeSafe's hosted models that clients written for it send (the SDK's default is `jev-latest`);
+ * they are served by this service's one model so that only `baseURL` needs to change.
+ */
+export const MODEL_ALIASES = ["jev-latest", "jev"] as const;
+
+export function modelCards(upstreamModel: string): ModelCard[] {
+  const description = `Local System One decisions from token logprobs of ${upstreamModel} (localdecider ${SERVICE_VERSION}).`;
+  return [
+    { name: MODEL_NAME, description, release_date: RELEASE_DATE },
+    ...MODEL_ALIASES.map((name) => ({
+      name,
+      description: `Alias of ${MODEL_NAME} for clients of TypeSafe's hosted API. ${description}`,
+      release_date: RELEASE_DATE,
+    })),
+  ];
+}
+
+/** The `model` of every answer: the service version and the upstream model, e.g. `localdecider-0.1.0/qwen2.5`. */
+export function servedModelName(upstreamModel: string): string {
+  return `${MODEL_NAME}-${SERVICE_VERSION}/${upstreamModel}`;
+}

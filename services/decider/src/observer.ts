@@ -1,0 +1,20 @@
+/** How one upstream call ended. */
+export type UpstreamOutcome = "ok" | "malformed" | "error" | "timeout" | "aborted";
+
+/**
+ * Hooks for metrics (to be wired to prom-client later). Every method is called synchronously on the
+ * request path, so implementations must be cheap and must not throw.
+ */
+export interface DeciderObserver {
+  upstreamCall(durationMs: number, outcome: UpstreamOutcome): void;
+  tokens(input: number, output: number): void;
+  malformedRetry(): void;
+  queueRejected(): void;
+}
+
+export const noopObserver: DeciderObserver = {
+  upstreamCall: () => {},
+  tokens: () => {},
+  malformedRetry: () => {},
+  queueRejected: () => {},
+};

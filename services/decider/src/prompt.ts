@@ -1,0 +1,82 @@
+import type { Entry } from "@localdecider/contracts";
+import { answerKey, type Part } from "./decide/plan";
+
+/**
+ * The one prompt of the service. Bump PROMPT_VERSION whenever the wording or layout changes: answers
+ * (and their calibration) depend on it. The tests pin its structure.
+ */
+export const PROMPT_VERSION = "1";
+
+export interface ChatMessage {
+  role: "system" | "user";
+  content: string;
+}
+
+const SYSTEM = `You are a careful decision model. You read a STATE and answer every QUESTION about it.
+
+Reply with exactly one JSON object and nothing else. It has one key per question, the question's key
+(q1, q2, ...), and as value the code of the single most likely outcome:
+- a yes/no question: true or false (JSON booleans);
+- a choice question: the letter code of one option, as a JSON string, e.g. "B";
+- a score question: the number of one rubric level, as a JSON integer, e.g. 2.
+Judge from the state alone, following each question's instructions and the descriptions of its outcomes.
+If unsure, still answer with the most likely outcome.`;
+
+/** An instruction or description as text: strings as they are, JSON as compact JSON, null as nothing. */
+export function renderEntry(entry: Entry | undefined): string | undefined {
+  if (entry === undefined || entry === null) return undefined;
+  return typeof entry === "string" ? entry : JSON.stringify(entry);
+}
+
+function renderState(state: unknown): string {
+  return typeof state === "string" ? state : JSON.stringify(state, null, 2);
+}
+
+function kindTitle(part: Part): string {
+  if (part.kind === "noul") return "yes/no";
+  if (part.kind === "score") return `score 0-${part.options.length - 1}`;
+  if (part.round.kind === "chunk") return `choice, options ${part.round.index + 1} of ${part.round.of} groups`;
+  if (part.round.kind === "final") return "choice, final round among the best options";
+  return "choice";
+}
+
+function renderPart(part: Part, index: number): string {
+  const lines = [`## Question ${answerKey(index)}: ${JSON.stringify(part.question)} (${kindTitle(part)})`];
+  const instructions = renderEntry(part.instructions);
+  if (instructions !== undefined) lines.push(`Instructions: ${instructions}`);
+  if (part.kind === "noul") {
+    lines.push("Outcomes:");
+    for (const o of part.options) lines.push(`- ${o.label}${describe(o.description)}`);
+  } else if (part.kind === "score") {
+    lines.push("Rubric levels:");
+    for (const o of part.options) lines.push(`- ${o.label}${describe(o.description)}`);
+  } else {
+    lines.push("Options (answer with the code):");
+    for (const o of part.options)
+      lines.push(`- ${JSON.stringify(o.code)}: ${JSON.stringify(o.label)}${describe(o.description)}`);
+  }
+  return lines.join("\n");
+}
+
+function describe(description: Entry | undefined): string {
+  const text = renderEntry(description);
+  return text === undefined ? "" : ` — ${text}`;
+}
+
+/** The messages of one upstream call: the task, then the state once, then the call's questions. */
+export function renderPrompt(state: unknown, parts: Part[]): ChatMessage[] {
+  const user = [
+    "# STATE",
+    renderState(state),
+    "",
+    "# QUESTIONS",
+    "",
+    parts.map(renderPart).join("\n\n"),
+    "",
+    `Answer with one JSON object with the keys ${parts.map((_, i) => answerKey(i)).join(", ")}.`,
+  ].join("\n");
+  return [
+    { role: "system", content: SYSTEM },
+    { role: "user", content: user },
+  ];
+}

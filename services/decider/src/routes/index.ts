@@ -1,0 +1,37 @@
+import { jsonBody } from "@localdecider/service-kit";
+import type { Express } from "express";
+import { bearerAuth } from "../auth";
+import type { Decider } from "../decide/decider";
+import type { ReadinessProbe } from "../upstream/readiness";
+import { health, ready } from "./health";
+import { listModels } from "./models";
+import { systemOne } from "./systemone";
+
+export interface RouteDeps {
+  decider: Decider;
+  probe: ReadinessProbe;
+  apiKey: string | undefined;
+  upstream: string;
+  upstreamModel: string;
+  bodyLimit: string | number;
+}
+
+/**
+ * Every route, in one place. The table is what OpenAPI generation and per-route metrics will read:
+ * method, path, whether the bearer applies, and the contracts schemas of the body and 200 response.
+ */
+export const ROUTES = [
+  { method: "get", path: "/health", auth: false, response: "HealthResponse" },
+  { method: "get", path: "/ready", auth: false, response: "DeciderReadyResponse" },
+  { method: "get", path: "/v1/models", auth: true, response: "ModelsResponse" },
+  { method: "post", path: "/v1/systemone", auth: true, request: "SystemOneRequest", response: "SystemOneResponse" },
+] as const;
+
+export function registerRoutes(app: Express, deps: RouteDeps): void {
+  app.get("/health", health);
+  app.get("/ready", ready(deps.probe, deps.upstream, deps.upstreamModel));
+  app.use("/v1", bearerAuth(deps.apiKey));
+  app.get("/v1/models", listModels(deps.upstreamModel));
+  // The body is parsed after the bearer check, so an unauthenticated client cannot make us read 1 MiB.
+  app.post("/v1/systemone", jsonBody({ limit: deps.bodyLimit }), systemOne(deps.decider));
+}

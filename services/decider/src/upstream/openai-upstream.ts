@@ -1,0 +1,98 @@
+import OpenAI from "openai";
+import type { TokenLogprob } from "../decide/logprobs";
+import { type Completion, type CompletionRequest, type Upstream, UpstreamError } from "./types";
+
+/** `top_logprobs` asked for: the most OpenAI, vLLM (default max_logprobs) and Ollama accept. */
+export const TOP_LOGPROBS = 20;
+
+export interface OpenAIUpstreamOptions {
+  baseURL: string;
+  model: string;
+  apiKey: string | undefined;
+  timeoutMs: number;
+  maxOutputTokens: number;
+}
+
+/** The upstream through the official `openai` client, with its own retries off and the timeout explicit. */
+export class OpenAIUpstream implements Upstream {
+  private readonly client: OpenAI;
+
+  constructor(private readonly options: OpenAIUpstreamOptions) {
+    this.client = new OpenAI({
+      baseURL: options.baseURL,
+      // Local servers usually want no key, but the client insists on one.
+      apiKey: options.apiKey ?? "not-needed",
+      // Our malformed-output loop is the only retry; the client's default (2, with backoff) would hide faults.
+      maxRetries: 0,
+      timeout: options.timeoutMs,
+    });
+  }
+
+  async complete(request: CompletionRequest, signal: AbortSignal): Promise<Completion> {
+    let response: OpenAI.Chat.Completions.ChatCompletion;
+    try {
+      response = await this.client.chat.completions.create(
+        {
+          model: this.options.model,
+          messages: request.messages,
+          temperature: 0,
+          max_tokens: this.options.maxOutputTokens,
+          logprobs: true,
+          top_logprobs: TOP_LOGPROBS,
+          response_format: {
+            type: "json_schema",
+            json_schema: { name: "answers", strict: true, schema: request.schema },
+          },
+        },
+        { signal },
+      );
+    } catch (err) {
+      throw toUpstreamError(err);
+    }
+    const choice = response.choices[0];
+    const content = choice?.logprobs?.content;
+    const logprobs: TokenLogprob[] | null =
+      content && content.length > 0
+        ? content.map((t) => ({
+            token: t.token,
+            logprob: t.logprob,
+            top: (t.top_logprobs ?? []).map((a) => ({ token: a.token, logprob: a.logprob })),
+          }))
+        : null;
+    return {
+      content: choice?.message?.content ?? null,
+      finishReason: choice?.finish_reason ?? null,
+      logprobs,
+      usage: { input: response.usage?.prompt_tokens ?? 0, output: response.usage?.completion_tokens ?? 0 },
+    };
+  }
+}
+
+/** The server's own message: OpenAI-shaped `{error:{message}}`, vLLM's `{message}`, or the client's text. */
+function serverMessage(err: InstanceType<typeof OpenAI.APIError>): string {
+  const body: unknown = err.error;
+  if (typeof body === "object" && body !== null) {
+    if ("message" in body && typeof body.message === "string") return body.message;
+    if ("error" in body && typeof body.error === "string") return body.error;
+  }
+  return err.message;
+}
+
+export function toUpstreamError(err: unknown): UpstreamError {
+  if (err instanceof OpenAI.APIUserAbortError) return new UpstreamError({ kind: "aborted" });
+  if (err instanceof OpenAI.APIConnectionTimeoutError) return new UpstreamError({ kind: "timeout" });
+  if (err instanceof OpenAI.APIConnectionError) {
+    const cause = err.cause instanceof Error ? err.cause.message : err.message;
+    return new UpstreamError({ kind: "unreachable", message: cause });
+  }
+  if (err instanceof OpenAI.APIError && err.status !== undefined) {
+    const retryAfter = err.headers?.get("retry-after") ?? undefined;
+    return new UpstreamError({
+      kind: "http",
+      status: err.status,
+      message: serverMessage(err),
+      ...(retryAfter === undefined ? {} : { retryAfter }),
+    });
+  }
+  return new UpstreamError({ kind: "unreachable", message: err instanceof Error ? err.message : String(err) });
+}

@@ -1,0 +1,118 @@
+import { createLogger, type Logger, serve } from "@localdecider/service-kit";
+import { createApp } from "../src/app";
+import { upstreamBaseURL } from "../src/config";
+import type { Decider } from "../src/decide/decider";
+import { UpstreamLimiter } from "../src/limiter";
+import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
+import { OpenAIUpstream } from "../src/upstream/openai-upstream";
+import { ModelListProbe } from "../src/upstream/readiness";
+import { FakeUpstream, type Flavour } from "./fake-upstream/server";
+
+/** Counts every observer hook, so tests can see retries, rejections and token totals. */
+export class RecordingObserver implements DeciderObserver {
+  calls: UpstreamOutcome[] = [];
+  input = 0;
+  output = 0;
+  retries = 0;
+  rejected = 0;
+  upstreamCall(_ms: number, outcome: UpstreamOutcome): void {
+    this.calls.push(outcome);
+  }
+  tokens(input: number, output: number): void {
+    this.input += input;
+    this.output += output;
+  }
+  malformedRetry(): void {
+    this.retries += 1;
+  }
+  queueRejected(): void {
+    this.rejected += 1;
+  }
+}
+
+export interface Harness {
+  fake: FakeUpstream;
+  app: ReturnType<typeof createApp>["app"];
+  decider: Decider;
+  limiter: UpstreamLimiter;
+  observer: RecordingObserver;
+  logger: Logger;
+  upstream: string;
+  close: () => Promise<void>;
+}
+
+export interface HarnessOptions {
+  flavour?: Flavour;
+  apiKey?: string;
+  timeoutSeconds?: number;
+  maxInflight?: number;
+  maxQueue?: number;
+  malformedRetries?: number;
+  questionsPerCall?: number;
+  outcomesPerCall?: number;
+  upstreamModel?: string;
+  bodyLimit?: string;
+  logger?: Logger;
+}
+
+/** The real app against a fake upstream on a real port. */
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
+  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
+  const upstream = await fake.start();
+  const model = options.upstreamModel ?? "test-model";
+  const timeoutSeconds = options.timeoutSeconds ?? 30;
+  const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 64);
+  const observer = new RecordingObserver();
+  const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
+  const baseURL = upstreamBaseURL(upstream);
+  const { app, decider } = createApp({
+    upstream: new OpenAIUpstream({
+      baseURL,
+      model,
+      apiKey: undefined,
+      timeoutMs: timeoutSeconds * 1000,
+      maxOutputTokens: 256,
+    }),
+    probe: new ModelListProbe({ baseURL, model, apiKey: undefined, timeoutMs: 5000 }),
+    limiter,
+    logger,
+    observer,
+    upstreamAddress: upstream,
+    upstreamModel: model,
+    apiKey: options.apiKey,
+    limits: { questionsPerCall: options.questionsPerCall ?? 16, outcomesPerCall: options.outcomesPerCall ?? 128 },
+    malformedRetries: options.malformedRetries ?? 2,
+    timeoutSeconds,
+    bodyLimit: options.bodyLimit ?? "1mb",
+  });
+  return {
+    fake,
+    app,
+    decider,
+    limiter,
+    observer,
+    logger,
+    upstream,
+    close: async () => {
+      await fake.stop();
+      await limiter.stop();
+    },
+  };
+}
+
+/** The harness's app listening on a real port (for the SDK and for disconnects). */
+export async function listen(h: Harness): Promise<{ url: string; close: () => Promise<void> }> {
+  const running = await serve(h.app, { host: "127.0.0.1", port: 0, logger: h.logger, drainTimeoutMs: 1000 });
+  return { url: `http://127.0.0.1:${running.port}`, close: running.close };
+}
+
+/** Polls a condition on the event loop (no sleeps with a fixed length, no timing assertions). */
+export async function waitFor(condition: () => boolean, what = "condition"): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
