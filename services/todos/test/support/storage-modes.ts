@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createLogger } from "@localdecider/service-kit";
+import { createLogger, type Logger } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { createApp } from "../../src/app";
 import { openStorage, type StorageOptions } from "../../src/storage/open-storage";
@@ -38,7 +38,7 @@ export const pgliteMode: StorageMode = {
 /** The same API suite runs once per storage mode. */
 export const STORAGE_MODES: StorageMode[] = [postgresMode, pgliteMode];
 
-export const silentLogger = createLogger({ service: "todos-test", level: "silent" });
+export const silentLogger: Logger = createLogger({ service: "todos-test", level: "silent" });
 
 export interface TestApp {
   app: Express;

@@ -1,0 +1,100 @@
+import { ConfigError, createLogger, loadConfig } from "@localdecider/service-kit";
+import request from "supertest";
+import { createApp } from "../src/app";
+import { configSchema } from "../src/config";
+import type { TodoRepository } from "../src/storage/repository";
+
+describe("configSchema", () => {
+  it("when nothing is set, takes the documented defaults", () => {
+    expect(loadConfig(configSchema, {})).toStrictEqual({
+      TODOS_HOST: "127.0.0.1",
+      TODOS_PORT: 3000,
+      TODOS_DATA_DIR: "./data/todos",
+      LOG_LEVEL: "info",
+    });
+  });
+
+  it("when every variable is set, uses them", () => {
+    expect(
+      loadConfig(configSchema, {
+        TODOS_HOST: "0.0.0.0",
+        TODOS_PORT: "8080",
+        DATABASE_URL: "postgresql://u@db:5432/todos",
+        TODOS_DATA_DIR: "/var/lib/todos",
+        LOG_LEVEL: "debug",
+      }),
+    ).toStrictEqual({
+      TODOS_HOST: "0.0.0.0",
+      TODOS_PORT: 8080,
+      DATABASE_URL: "postgresql://u@db:5432/todos",
+      TODOS_DATA_DIR: "/var/lib/todos",
+      LOG_LEVEL: "debug",
+    });
+  });
+
+  it("when values are invalid, refuses naming each variable", () => {
+    const bad = { TODOS_PORT: "70000", DATABASE_URL: "mysql://x", LOG_LEVEL: "loud" };
+    let thrown: unknown;
+    try {
+      loadConfig(configSchema, bad);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).problems.map((p) => p.split(":")[0]).sort()).toStrictEqual([
+      "DATABASE_URL",
+      "LOG_LEVEL",
+      "TODOS_PORT",
+    ]);
+  });
+
+  it("when a variable is set but empty, falls back to its default", () => {
+    expect(loadConfig(configSchema, { TODOS_PORT: "", DATABASE_URL: "" })).toStrictEqual(loadConfig(configSchema, {}));
+  });
+});
+
+/** A repository whose every call fails: the storage fault path without a database. */
+const failingRepository: TodoRepository = {
+  kind: "postgres",
+  list: () => Promise.reject(new Error("connection refused at 10.0.0.1 (secret detail)")),
+  create: () => Promise.reject(new Error("boom")),
+  update: () => Promise.reject(new Error("boom")),
+  delete: () => Promise.reject(new Error("boom")),
+  ping: () => Promise.reject(new Error("boom")),
+  close: () => Promise.resolve(),
+};
+
+describe("logging", () => {
+  function capturingApp() {
+    const logger = createLogger({ service: "todos", level: "http" });
+    for (const transport of logger.transports) transport.silent = true;
+    const lines: Record<string, unknown>[] = [];
+    logger.on("data", (info: Record<string, unknown>) => lines.push(info));
+    return { app: createApp({ repository: failingRepository, logger }), lines };
+  }
+
+  it("when storage fails, answers 500 without internals and logs the error with the request id", async () => {
+    const { app, lines } = capturingApp();
+    const res = await request(app).get("/users/u/todos").set("x-request-id", "req-storage-1").expect(500);
+    expect(res.body).toStrictEqual({ error: "Internal server error" });
+    expect(JSON.stringify(res.body)).not.toContain("secret");
+    expect(lines.map((l) => [l.level, l.message, l.requestId])).toStrictEqual([
+      ["error", "unhandled error", "req-storage-1"],
+      ["http", "request", "req-storage-1"],
+    ]);
+  });
+
+  it("when the body is not JSON, logs it as a client error (warn), not as a server fault", async () => {
+    const { app, lines } = capturingApp();
+    await request(app)
+      .post("/users/u/todos")
+      .set("x-request-id", "req-json-1")
+      .set("content-type", "application/json")
+      .send("{nope")
+      .expect(500, { error: "Internal server error" });
+    expect(lines.map((l) => [l.level, l.requestId])).toStrictEqual([
+      ["warn", "req-json-1"],
+      ["http", "req-json-1"],
+    ]);
+  });
+});
