@@ -44,14 +44,20 @@ export const Question = z.discriminatedUnion("type", [NoulQuestion, ChoiceQuesti
 export type Question = z.infer<typeof Question>;
 
 /** Body of `POST /v1/systemone`. Unknown top-level fields are ignored (the SDK forwards extra fields). */
-export const SystemOneRequest = z.object({
-  model: z.string().min(1),
-  // `state` is any JSON value; z.json() rejects `undefined`, so a missing state is reported.
-  state: z.json(),
-  questions: z
-    .record(z.string(), Question)
-    .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
-});
+export const SystemOneRequest = z
+  .object({
+    model: z.string().min(1),
+    // Any JSON value, and required: zod lets an optional key be absent, so presence is checked below with
+    // its own message ("Invalid input" from z.json() alone says nothing).
+    state: z.json().optional(),
+    questions: z
+      .record(z.string(), Question)
+      .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
+  })
+  .refine((body) => body.state !== undefined, {
+    path: ["state"],
+    message: "state is required: a string, a JSON object or array, or null",
+  });
 export type SystemOneRequest = z.infer<typeof SystemOneRequest>;
 
 export const NoulAnswer = z.object({ type: z.literal("noul"), noul: z.number().min(0).max(1) });

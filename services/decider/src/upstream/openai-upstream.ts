@@ -24,11 +24,16 @@ export class OpenAIUpstream implements Upstream {
       apiKey: options.apiKey ?? "not-needed",
       // Our malformed-output loop is the only retry; the client's default (2, with backoff) would hide faults.
       maxRetries: 0,
-      timeout: options.timeoutMs,
+      // A backstop only: our own timer (below) fires first and is what the client sees as a timeout.
+      timeout: options.timeoutMs + 1000,
+      fetch: openAIShapedErrors,
     });
   }
 
   async complete(request: CompletionRequest, signal: AbortSignal): Promise<Completion> {
+    // Our own timer decides what a timeout is: the client's own timeout surfaces as a generic connection
+    // error wherever the abort reason is not an Error of this realm (e.g. under Jest).
+    const timer = AbortSignal.timeout(this.options.timeoutMs);
     let response: OpenAI.Chat.Completions.ChatCompletion;
     try {
       response = await this.client.chat.completions.create(
@@ -44,9 +49,10 @@ export class OpenAIUpstream implements Upstream {
             json_schema: { name: "answers", strict: true, schema: request.schema },
           },
         },
-        { signal },
+        { signal: AbortSignal.any([signal, timer]) },
       );
     } catch (err) {
+      if (timer.aborted && !signal.aborted) throw new UpstreamError({ kind: "timeout" });
       throw toUpstreamError(err);
     }
     const choice = response.choices[0];
@@ -66,6 +72,35 @@ export class OpenAIUpstream implements Upstream {
       usage: { input: response.usage?.prompt_tokens ?? 0, output: response.usage?.completion_tokens ?? 0 },
     };
   }
+}
+
+/**
+ * fetch that rewrites error bodies into OpenAI's `{ error: { message } }`, the only shape the client
+ * reads a message from: vLLM answers `{ object: "error", message, type, code }` and some servers
+ * `{ error: "<text>" }`. Successful responses pass through untouched.
+ */
+export async function openAIShapedErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init);
+  if (response.ok) return response;
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = { error: { message: text } };
+  }
+  if (typeof body === "object" && body !== null) {
+    const record = body as Record<string, unknown>;
+    if (typeof record.error === "string") body = { error: { message: record.error } };
+    else if (typeof record.error !== "object" && typeof record.message === "string") {
+      body = { error: { message: record.message, type: record.type, code: record.code } };
+    }
+  }
+  const headers = new Headers(response.headers);
+  headers.delete("content-length");
+  headers.delete("content-encoding");
+  headers.set("content-type", "application/json");
+  return new Response(JSON.stringify(body), { status: response.status, statusText: response.statusText, headers });
 }
 
 /** The server's own message: OpenAI-shaped `{error:{message}}`, vLLM's `{message}`, or the client's text. */

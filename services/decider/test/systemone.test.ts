@@ -1,0 +1,400 @@
+import { DeciderErrorBody, SystemOneResponse } from "@localdecider/contracts";
+import { createLogger } from "@localdecider/service-kit";
+import request from "supertest";
+import { type AskedQuestion, FakeUpstream, type Flavour } from "./fake-upstream/server";
+import { type Harness, harness, sum, waitFor } from "./helpers";
+
+const choiceTruth: Record<string, number> = { billing: 0.5, shipping: 0.3, refund: 0.15, other: 0.05 };
+const scoreTruth = [0.1, 0.2, 0.6, 0.1];
+
+/** Scripted truth per question name: what the tests expect the service to recover. */
+function script(q: AskedQuestion): Record<string, number> {
+  if (q.name === "urgent") return { true: 0.7, false: 0.3 };
+  if (q.name === "topic") return choiceTruth;
+  if (q.name === "severity") return Object.fromEntries(scoreTruth.map((p, i) => [String(i), p]));
+  if (q.name === "big") return bigTruth;
+  return { true: 0.5, false: 0.5 };
+}
+
+const bigLabels = Array.from({ length: 255 }, (_, i) => `label-${i}`);
+const bigTruth: Record<string, number> = Object.fromEntries(bigLabels.map((l, i) => [l, 1 + ((i * 37) % 101)]));
+const bigTotal = sum(Object.values(bigTruth));
+
+const body = {
+  model: "localdecider",
+  state: { diff: "--- a/x\n+++ b/x\n@@\n-old\n+new" },
+  questions: {
+    urgent: { type: "noul", instructions: "Is this urgent?", criteria: { true: "needs action today", false: null } },
+    topic: {
+      type: "choice",
+      instructions: { ask: "What is it about?" },
+      criteria: { billing: "money", shipping: null, refund: ["return", "money back"], other: null },
+    },
+    severity: { type: "score", instructions: null, criteria: ["none", "low", "high", { level: "critical" }] },
+  },
+};
+
+const decide = (h: Harness, payload: unknown = body) =>
+  request(h.app)
+    .post("/v1/systemone")
+    .send(payload as object);
+
+describe("POST /v1/systemone", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  describe.each<Flavour>(["llama", "vllm", "ollama"])("against a %s backend", (flavour) => {
+    it("recovers the scripted distributions of noul, choice and score questions", async () => {
+      h = await harness({ flavour });
+      h.fake.script = script;
+      const res = await decide(h);
+      expect(res.status).toBe(200);
+      expect(SystemOneResponse.parse(res.body)).toStrictEqual(res.body);
+      expect(Object.keys(res.body.answers)).toStrictEqual(["urgent", "topic", "severity"]);
+      expect(res.body.model).toBe("localdecider-0.1.0/test-model");
+      expect(res.body.usage).toStrictEqual({ input_tokens: 100, output_tokens: 10 });
+      expect(res.body.answers.urgent.type).toBe("noul");
+      expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+      const topic = res.body.answers.topic;
+      expect(topic.choice).toBe("billing");
+      for (const [label, p] of Object.entries(choiceTruth)) expect(topic.probabilities[label]).toBeCloseTo(p, 12);
+      expect(topic.confidence).toBeCloseTo((4 * 0.5 - 1) / 3, 12);
+      const severity = res.body.answers.severity;
+      expect(severity.score).toBeCloseTo(0.2 + 1.2 + 0.3, 12);
+      expect(severity.legend).toStrictEqual({ "0": "none", "1": "low", "2": "high", "3": { level: "critical" } });
+      expect(severity.confidence).toBeCloseTo(1 - (0.2 + 0.2 + 0.1) / 1, 12);
+      for (const [i, p] of scoreTruth.entries()) expect(severity.probabilities[String(i)]).toBeCloseTo(p, 12);
+    });
+
+    it("splits a 255-label choice into chunks and recombines one distribution whose argmax is the choice", async () => {
+      h = await harness({ flavour });
+      h.fake.script = script;
+      h.fake.junk = 0;
+      const criteria = Object.fromEntries(bigLabels.map((l) => [l, null]));
+      const res = await decide(h, {
+        model: "jev-latest",
+        state: null,
+        questions: { big: { type: "choice", criteria } },
+      });
+      expect(res.status).toBe(200);
+      const big = res.body.answers.big;
+      expect(Object.keys(big.probabilities)).toStrictEqual(bigLabels);
+      expect(sum(Object.values(big.probabilities) as number[])).toBeCloseTo(1, 9);
+      for (const label of bigLabels) {
+        expect(big.probabilities[label]).toBeCloseTo((bigTruth[label] as number) / bigTotal, 12);
+      }
+      const best = bigLabels.reduce((a, b) => ((bigTruth[b] as number) > (bigTruth[a] as number) ? b : a));
+      expect(big.choice).toBe(best);
+      // 13 chunks of at most 20 labels = 260 outcomes: 3 calls of at most 128 outcomes, then one final
+      // round among the 13 leaders.
+      expect(h.fake.calls).toBe(4);
+      expect(res.body.usage).toStrictEqual({ input_tokens: 400, output_tokens: 40 });
+      const finalRound = FakeUpstream.asked(h.fake.requests[3] as Record<string, unknown>);
+      expect(finalRound.map((q) => [q.name, q.title, q.labels.length])).toStrictEqual([
+        ["big", "choice, final round among the best options", 13],
+      ]);
+    });
+  });
+
+  it("packs questions into calls of at most QUESTIONS_PER_CALL questions, sending the state in each", async () => {
+    h = await harness({ questionsPerCall: 2 });
+    const questions = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`n${i}`, { type: "noul" }]));
+    const res = await decide(h, { model: "localdecider", state: "the state text", questions });
+    expect(res.status).toBe(200);
+    expect(h.fake.calls).toBe(3);
+    expect(res.body.usage).toStrictEqual({ input_tokens: 300, output_tokens: 30 });
+    for (const req of h.fake.requests) {
+      const messages = req.messages as { content: string }[];
+      expect(messages[1]?.content).toContain("# STATE\nthe state text\n");
+      expect(req).toMatchObject({ temperature: 0, logprobs: true, top_logprobs: 20, max_tokens: 256 });
+    }
+  });
+
+  it("accepts nested objects, arrays and null as state", async () => {
+    h = await harness();
+    for (const state of [{ a: { b: [1, 2, { c: null }] } }, [1, "two"], null, "text"]) {
+      const res = await decide(h, { ...body, state });
+      expect(res.status).toBe(200);
+    }
+  });
+
+  it("echoes x-request-id in x-request-id and x-typesafe-request-id", async () => {
+    h = await harness();
+    const res = await decide(h).set("x-request-id", "req-123");
+    expect(res.headers["x-request-id"]).toBe("req-123");
+    expect(res.headers["x-typesafe-request-id"]).toBe("req-123");
+    const generated = await decide(h);
+    expect(generated.headers["x-typesafe-request-id"]).toBe(generated.headers["x-request-id"]);
+    expect(generated.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  describe("rejects bad input with 400 and makes no upstream call", () => {
+    const cases: [string, unknown, { path: string; message: string }[]][] = [
+      [
+        "questions missing",
+        { model: "localdecider", state: null },
+        [{ path: "questions", message: "Invalid input: expected record, received undefined" }],
+      ],
+      [
+        "empty questions",
+        { model: "localdecider", state: null, questions: {} },
+        [{ path: "questions", message: "questions must hold at least one question" }],
+      ],
+      [
+        "state missing",
+        { model: "localdecider", questions: { a: { type: "noul" } } },
+        [{ path: "state", message: "state is required: a string, a JSON object or array, or null" }],
+      ],
+      [
+        "unknown question type",
+        { model: "localdecider", state: null, questions: { q1: { type: "maybe" } } },
+        [{ path: "questions.q1.type", message: "Invalid discriminator value. Expected 'noul' | 'choice' | 'score'" }],
+      ],
+      [
+        "choice criteria of the wrong type",
+        { model: "localdecider", state: null, questions: { q1: { type: "choice", criteria: "abc" } } },
+        [{ path: "questions.q1.criteria", message: "Invalid input: expected record, received string" }],
+      ],
+      [
+        "256 labels",
+        {
+          model: "localdecider",
+          state: null,
+          questions: {
+            q1: {
+              type: "choice",
+              criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`l${i}`, null])),
+            },
+          },
+        },
+        [{ path: "questions.q1.criteria", message: "a choice allows at most 255 labels" }],
+      ],
+      [
+        "11 score levels",
+        { model: "localdecider", state: null, questions: { s: { type: "score", criteria: new Array(11).fill("x") } } },
+        [{ path: "questions.s.criteria", message: "a score allows at most 10 levels" }],
+      ],
+      [
+        "1 score level",
+        { model: "localdecider", state: null, questions: { s: { type: "score", criteria: ["x"] } } },
+        [{ path: "questions.s.criteria", message: "a score needs at least 2 levels" }],
+      ],
+      [
+        "a number as instructions",
+        { model: "localdecider", state: null, questions: { a: { type: "noul", instructions: 5 } } },
+        [{ path: "questions.a.instructions", message: "Invalid input" }],
+      ],
+      [
+        "a body that is not an object",
+        5,
+        [{ path: "body", message: "Invalid input: expected object, received number" }],
+      ],
+    ];
+    it.each(cases)("%s", async (_name, payload, details) => {
+      h = await harness();
+      const res = await request(h.app)
+        .post("/v1/systemone")
+        .set("content-type", "application/json")
+        .send(JSON.stringify(payload));
+      expect(res.status).toBe(400);
+      expect(res.body).toStrictEqual({ error: "Invalid request body", code: "invalid_request", details });
+      expect(h.fake.calls).toBe(0);
+    });
+  });
+
+  it("answers 400 naming the available models for an unknown model", async () => {
+    h = await harness();
+    const res = await decide(h, { ...body, model: "gpt-9" });
+    expect(res.status).toBe(400);
+    expect(res.body).toStrictEqual({
+      error: 'Unknown model "gpt-9"; available models: localdecider, jev-latest, jev',
+      code: "unknown_model",
+    });
+  });
+
+  it("answers 400 invalid_json for malformed JSON and 413 for a body over the limit", async () => {
+    h = await harness({ bodyLimit: "1kb" });
+    const bad = await request(h.app).post("/v1/systemone").set("content-type", "application/json").send('{"model":');
+    expect(bad.status).toBe(400);
+    expect(bad.body).toStrictEqual({ error: "Request body is not valid JSON", code: "invalid_json" });
+    const big = await decide(h, { ...body, state: "x".repeat(2000) });
+    expect(big.status).toBe(413);
+    expect(big.body).toStrictEqual({ error: "Request body too large", code: "payload_too_large" });
+    expect(h.fake.calls).toBe(0);
+  });
+
+  describe("with LOCALDECIDER_API_KEY set", () => {
+    it("answers 401 with WWW-Authenticate for a missing or wrong bearer and 200 for the right one", async () => {
+      h = await harness({ apiKey: "s3cret" });
+      const missing = await decide(h);
+      expect(missing.status).toBe(401);
+      expect(missing.headers["www-authenticate"]).toBe('Bearer realm="localdecider"');
+      expect(missing.body).toStrictEqual({ error: "Missing API key", code: "unauthorized" });
+      const wrong = await decide(h).set("authorization", "Bearer nope");
+      expect(wrong.status).toBe(401);
+      expect(wrong.body).toStrictEqual({ error: "Invalid API key", code: "unauthorized" });
+      const models = await request(h.app).get("/v1/models");
+      expect(models.status).toBe(401);
+      const ok = await decide(h).set("authorization", "Bearer s3cret");
+      expect(ok.status).toBe(200);
+      expect(h.fake.calls).toBe(1);
+    });
+
+    it("checks the bearer before reading the body", async () => {
+      h = await harness({ apiKey: "s3cret" });
+      const res = await request(h.app).post("/v1/systemone").set("content-type", "application/json").send("{not json");
+      expect(res.status).toBe(401);
+    });
+  });
+
+  it("accepts any bearer when no API key is configured", async () => {
+    h = await harness();
+    const res = await decide(h).set("authorization", "Bearer whatever");
+    expect(res.status).toBe(200);
+  });
+
+  describe("upstream faults", () => {
+    const faults: [string, Parameters<typeof setFault>[1], number, unknown][] = [
+      [
+        "a 404 for the model becomes 503",
+        "model404",
+        503,
+        {
+          error: "inference backend returned HTTP 404: The model `test-model` does not exist.",
+          code: "model_unavailable",
+        },
+      ],
+      [
+        "a 5xx becomes 502",
+        "http500",
+        502,
+        { error: "inference backend returned HTTP 500: internal error", code: "upstream_error" },
+      ],
+      [
+        "a context overflow becomes 400 saying so",
+        "contextTooLong",
+        400,
+        {
+          error:
+            "the request does not fit the model's context: This model's maximum context length is 4096 tokens. However, you requested 9000 tokens.",
+          code: "context_too_long",
+        },
+      ],
+    ];
+    it.each(faults)("%s", async (_name, fault, status, expected) => {
+      h = await harness();
+      setFault(h, fault);
+      const res = await decide(h);
+      expect(res.status).toBe(status);
+      expect(res.body).toStrictEqual(expected);
+      expect(h.fake.calls).toBe(1);
+    });
+
+    it("a dropped connection becomes 502 upstream_unreachable", async () => {
+      h = await harness();
+      setFault(h, "drop");
+      const res = await decide(h);
+      expect(res.status).toBe(502);
+      expect(res.body.code).toBe("upstream_unreachable");
+      expect(DeciderErrorBody.parse(res.body)).toStrictEqual(res.body);
+    });
+
+    it("an unreachable upstream becomes 502 upstream_unreachable", async () => {
+      h = await harness();
+      await h.fake.stop();
+      const res = await decide(h);
+      expect(res.status).toBe(502);
+      expect(res.body.code).toBe("upstream_unreachable");
+      expect(res.body.error).toMatch(/^inference backend unreachable: /);
+    });
+
+    it("a call past LOCALDECIDER_TIMEOUT is aborted and answered 504", async () => {
+      h = await harness({ timeoutSeconds: 0.2 });
+      setFault(h, "hang");
+      const res = await decide(h);
+      expect(res.status).toBe(504);
+      expect(res.body).toStrictEqual({
+        error: "inference backend did not answer within 0.2 s",
+        code: "upstream_timeout",
+      });
+      await waitForAbort(h);
+    });
+
+    it("a context overflow on llama.cpp is recognised by its message too", async () => {
+      h = await harness({ flavour: "llama" });
+      setFault(h, "contextTooLong");
+      const res = await decide(h);
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe("context_too_long");
+    });
+
+    it.each(["malformed", "missing", "unknownCode", "truncated"] as const)(
+      "a %s output is retried and the retry's answer is used; usage counts both calls",
+      async (fault) => {
+        h = await harness();
+        h.fake.script = script;
+        setFault(h, fault);
+        const res = await decide(h);
+        expect(res.status).toBe(200);
+        expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+        expect(h.fake.calls).toBe(2);
+        expect(h.observer.retries).toBe(1);
+        expect(res.body.usage).toStrictEqual({ input_tokens: 200, output_tokens: 20 });
+      },
+    );
+
+    it("gives up with 502 after MALFORMED_RETRIES retries", async () => {
+      h = await harness({ malformedRetries: 2 });
+      h.fake.faults = ["malformed", "missing", "truncated"];
+      const res = await decide(h);
+      expect(res.status).toBe(502);
+      expect(res.body).toStrictEqual({
+        error: "inference backend returned malformed output 3 time(s); last: output truncated (finish_reason length)",
+        code: "upstream_malformed",
+      });
+      expect(h.fake.calls).toBe(3);
+    });
+
+    it("without logprobs falls back to the emitted answers with probability 1 and warns once", async () => {
+      const lines: string[] = [];
+      const logger = createLogger({ service: "t", level: "warn" });
+      logger.transports.forEach((t) => {
+        t.silent = true;
+      });
+      logger.on("data", (info: { message: string }) => lines.push(info.message));
+      h = await harness({ logger });
+      h.fake.script = script;
+      h.fake.faults = ["noLogprobs", "noLogprobs"];
+      const first = await decide(h);
+      await decide(h);
+      expect(first.status).toBe(200);
+      expect(first.body.answers).toStrictEqual({
+        urgent: { type: "noul", noul: 1 },
+        topic: {
+          type: "choice",
+          choice: "billing",
+          probabilities: { billing: 1, shipping: 0, refund: 0, other: 0 },
+          confidence: 1,
+        },
+        severity: {
+          type: "score",
+          score: 2,
+          probabilities: { "0": 0, "1": 0, "2": 1, "3": 0 },
+          confidence: 1,
+          legend: { "0": "none", "1": "low", "2": "high", "3": { level: "critical" } },
+        },
+      });
+      expect(lines.filter((l) => l.includes("no logprobs"))).toHaveLength(1);
+    });
+  });
+});
+
+function setFault(h: Harness, fault: Harness["fake"]["faults"][number]): void {
+  h.fake.faults = [fault];
+}
+
+async function waitForAbort(h: Harness): Promise<void> {
+  await waitFor(() => h.fake.aborted === 1, "the fake to see the abort");
+}
