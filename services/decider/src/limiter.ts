@@ -32,9 +32,14 @@ export class UpstreamLimiter {
 
   constructor(
     private readonly maxInflight: number,
-    private readonly maxQueue: number,
+    readonly maxQueue: number,
   ) {
     this.bottleneck = new Bottleneck({ maxConcurrent: maxInflight });
+  }
+
+  /** Whether a request of this many calls could ever be admitted, even with an empty queue. */
+  fits(calls: number): boolean {
+    return calls <= this.maxQueue;
   }
 
   counts(): LimiterCounts {

@@ -104,6 +104,13 @@ export class Decider {
 
   /** Reserves every call of the plan, or throws the 429 that refuses the request whole. */
   admit(plan: Plan): Reservation {
+    // Refusing with 429 what can never fit would make well-behaved clients retry forever.
+    if (!this.options.limiter.fits(plan.callCount)) {
+      throw deciderError(
+        "invalid_request",
+        `this request needs ${plan.callCount} upstream calls but at most ${this.options.limiter.maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
+      );
+    }
     const reservation = this.options.limiter.tryReserve(plan.callCount);
     if (reservation === undefined) {
       this.options.observer.queueRejected();

@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import type { TokenLogprob } from "../decide/logprobs";
-import { type Completion, type CompletionRequest, type Upstream, UpstreamError } from "./types";
+import { type Completion, type CompletionRequest, rootCauseMessage, type Upstream, UpstreamError } from "./types";
 
 /** `top_logprobs` asked for: the most OpenAI, vLLM (default max_logprobs) and Ollama accept. */
 export const TOP_LOGPROBS = 20;
@@ -117,8 +117,7 @@ export function toUpstreamError(err: unknown): UpstreamError {
   if (err instanceof OpenAI.APIUserAbortError) return new UpstreamError({ kind: "aborted" });
   if (err instanceof OpenAI.APIConnectionTimeoutError) return new UpstreamError({ kind: "timeout" });
   if (err instanceof OpenAI.APIConnectionError) {
-    const cause = err.cause instanceof Error ? err.cause.message : err.message;
-    return new UpstreamError({ kind: "unreachable", message: cause });
+    return new UpstreamError({ kind: "unreachable", message: rootCauseMessage(err.cause ?? err) });
   }
   if (err instanceof OpenAI.APIError && err.status !== undefined) {
     const retryAfter = err.headers?.get("retry-after") ?? undefined;
@@ -129,5 +128,5 @@ export function toUpstreamError(err: unknown): UpstreamError {
       ...(retryAfter === undefined ? {} : { retryAfter }),
     });
   }
-  return new UpstreamError({ kind: "unreachable", message: err instanceof Error ? err.message : String(err) });
+  return new UpstreamError({ kind: "unreachable", message: rootCauseMessage(err) });
 }

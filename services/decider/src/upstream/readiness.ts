@@ -1,3 +1,5 @@
+import { rootCauseMessage } from "./types";
+
 /** The outcome of probing `GET {upstream}/v1/models` for the configured model. */
 export type Readiness = { ready: true } | { ready: false; message: string };
 
@@ -22,8 +24,7 @@ export class ModelListProbe implements ReadinessProbe {
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
     } catch (err) {
-      const reason = err instanceof Error && err.cause instanceof Error ? err.cause.message : String(err);
-      return { ready: false, message: `inference backend unreachable: ${reason}` };
+      return { ready: false, message: `inference backend unreachable: ${rootCauseMessage(err)}` };
     }
     if (response.status === 404) return { ready: false, message: "inference backend returned HTTP 404" };
     if (!response.ok) return { ready: false, message: `inference backend returned HTTP ${response.status}` };

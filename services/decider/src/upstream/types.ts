@@ -33,3 +33,19 @@ export class UpstreamError extends Error {
     this.name = "UpstreamError";
   }
 }
+
+/**
+ * The most specific message in an error's cause chain (fetch says "fetch failed" and keeps the real reason,
+ * e.g. `connect ECONNREFUSED 127.0.0.1:8081`, in `cause`). Duck-typed: errors from another realm (undici's
+ * under Jest) are not `instanceof Error` here.
+ */
+export function rootCauseMessage(err: unknown): string {
+  let current: unknown = err;
+  let message = String(err);
+  for (let depth = 0; depth < 5 && typeof current === "object" && current !== null; depth++) {
+    const { message: m, cause } = current as { message?: unknown; cause?: unknown };
+    if (typeof m === "string" && m !== "") message = m;
+    current = cause;
+  }
+  return message;
+}

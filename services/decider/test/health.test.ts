@@ -1,0 +1,121 @@
+import request from "supertest";
+import { type Harness, harness } from "./helpers";
+
+describe("GET /health", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("answers 200 { status: ok } even when the backend is down and a key is configured", async () => {
+    h = await harness({ apiKey: "k" });
+    await h.fake.stop();
+    const res = await request(h.app).get("/health");
+    expect(res.status).toBe(200);
+    expect(res.body).toStrictEqual({ status: "ok" });
+  });
+});
+
+describe("GET /ready", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("answers 200 when the backend lists the configured model, without a bearer even if a key is set", async () => {
+    h = await harness({ apiKey: "k" });
+    const res = await request(h.app).get("/ready");
+    expect(res.status).toBe(200);
+    expect(res.body).toStrictEqual({ status: "ready", upstream: h.upstream, model: "test-model" });
+  });
+
+  it("answers 503 with exactly 'inference backend returned HTTP 404' when the backend answers 404", async () => {
+    h = await harness();
+    h.fake.modelsStatus = 404;
+    const res = await request(h.app).get("/ready");
+    expect(res.status).toBe(503);
+    expect(res.body).toStrictEqual({ error: "inference backend returned HTTP 404", code: "backend_not_ready" });
+  });
+
+  it("answers 503 when the backend lists no models", async () => {
+    h = await harness();
+    h.fake.models = [];
+    const res = await request(h.app).get("/ready");
+    expect(res.status).toBe(503);
+    expect(res.body).toStrictEqual({
+      error: "inference backend lists no models (it found no model directory)",
+      code: "backend_not_ready",
+    });
+  });
+
+  it("answers 503 naming what the backend serves when it does not list the configured model", async () => {
+    h = await harness({ upstreamModel: "qwen2.5-1.5b-instruct" });
+    h.fake.models = ["llama-3.2-1b", "phi-4"];
+    const res = await request(h.app).get("/ready");
+    expect(res.status).toBe(503);
+    expect(res.body).toStrictEqual({
+      error: 'inference backend does not serve model "qwen2.5-1.5b-instruct"; it lists: llama-3.2-1b, phi-4',
+      code: "backend_not_ready",
+    });
+  });
+
+  it("answers 503 when the backend is unreachable", async () => {
+    h = await harness();
+    await h.fake.stop();
+    const res = await request(h.app).get("/ready");
+    expect(res.status).toBe(503);
+    expect(res.body.code).toBe("backend_not_ready");
+    expect(res.body.error).toMatch(/^inference backend unreachable: .*ECONNREFUSED/);
+  });
+
+  it("answers 503 for another backend error status", async () => {
+    h = await harness();
+    h.fake.modelsStatus = 500;
+    const res = await request(h.app).get("/ready");
+    expect(res.status).toBe(503);
+    expect(res.body).toStrictEqual({ error: "inference backend returned HTTP 500", code: "backend_not_ready" });
+  });
+});
+
+describe("GET /v1/models", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("lists our model and the TypeSafe aliases it serves, naming the upstream model", async () => {
+    h = await harness();
+    const res = await request(h.app).get("/v1/models");
+    expect(res.status).toBe(200);
+    const description = "Local System One decisions from token logprobs of test-model (localdecider 0.1.0).";
+    expect(res.body).toStrictEqual({
+      models: [
+        { name: "localdecider", description, release_date: "2026-11-22" },
+        {
+          name: "jev-latest",
+          description: `Alias of localdecider for clients of TypeSafe's hosted API. ${description}`,
+          release_date: "2026-11-22",
+        },
+        {
+          name: "jev",
+          description: `Alias of localdecider for clients of TypeSafe's hosted API. ${description}`,
+          release_date: "2026-11-22",
+        },
+      ],
+    });
+  });
+});
+
+describe("unknown routes", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("answer 404 in the error shape", async () => {
+    h = await harness();
+    const res = await request(h.app).get("/v1/nothing");
+    expect(res.status).toBe(404);
+    expect(res.body).toStrictEqual({ error: "Not found", code: "not_found" });
+  });
+});

@@ -1,0 +1,95 @@
+import { request as httpRequest } from "node:http";
+import request from "supertest";
+import { type Harness, harness, listen, waitFor } from "./helpers";
+
+const nouls = (n: number, prefix = "n") =>
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul" }]));
+const payload = (n: number, prefix?: string) => ({ model: "localdecider", state: "s", questions: nouls(n, prefix) });
+
+describe("POST /v1/systemone under load", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("never has more than MAX_INFLIGHT upstream calls running and answers once the queue drains", async () => {
+    h = await harness({ maxInflight: 2, questionsPerCall: 1 });
+    h.fake.holding = true;
+    const pending = request(h.app)
+      .post("/v1/systemone")
+      .send(payload(6))
+      .then((r) => r);
+    await waitFor(() => h.fake.inflight === 2, "two calls in flight");
+    expect(h.limiter.counts()).toStrictEqual({ queued: 4, running: 2 });
+    expect(h.fake.calls).toBe(2);
+    h.fake.release();
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body.answers)).toHaveLength(6);
+    expect(h.fake.calls).toBe(6);
+    expect(h.fake.maxInflight).toBe(2);
+    expect(h.limiter.counts()).toStrictEqual({ queued: 0, running: 0 });
+  });
+
+  it("refuses a request whose calls would overflow MAX_QUEUE with 429 and Retry-After, before queueing any", async () => {
+    h = await harness({ maxInflight: 1, maxQueue: 4, questionsPerCall: 1 });
+    h.fake.holding = true;
+    const first = request(h.app)
+      .post("/v1/systemone")
+      .send(payload(3))
+      .then((r) => r);
+    await waitFor(() => h.fake.inflight === 1, "the first call in flight");
+    expect(h.limiter.counts()).toStrictEqual({ queued: 2, running: 1 });
+    const refused = await request(h.app).post("/v1/systemone").send(payload(3, "m"));
+    expect(refused.status).toBe(429);
+    expect(refused.headers["retry-after"]).toMatch(/^[1-9][0-9]*$/);
+    expect(refused.body).toStrictEqual({
+      error: `too many decisions queued; retry in ${refused.headers["retry-after"]} s`,
+      code: "queue_full",
+    });
+    expect(h.limiter.counts()).toStrictEqual({ queued: 2, running: 1 });
+    expect(h.observer.rejected).toBe(1);
+    // Two more calls still fit (2 queued + 2 = MAX_QUEUE).
+    const second = request(h.app)
+      .post("/v1/systemone")
+      .send(payload(2, "k"))
+      .then((r) => r);
+    await waitFor(() => h.limiter.counts().queued === 4, "the second request queued");
+    h.fake.release();
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+    expect(h.fake.calls).toBe(5);
+    expect(h.fake.maxInflight).toBe(1);
+  });
+
+  it("answers 400 for a request needing more calls than MAX_QUEUE could ever hold", async () => {
+    h = await harness({ maxQueue: 2, questionsPerCall: 1 });
+    const res = await request(h.app).post("/v1/systemone").send(payload(3));
+    expect(res.status).toBe(400);
+    expect(res.body).toStrictEqual({
+      error:
+        "this request needs 3 upstream calls but at most 2 can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request",
+      code: "invalid_request",
+    });
+    expect(h.fake.calls).toBe(0);
+  });
+
+  it("a client that disconnects aborts its in-flight calls and its queued calls never reach the upstream", async () => {
+    h = await harness({ maxInflight: 2, questionsPerCall: 1 });
+    const server = await listen(h);
+    h.fake.holding = true;
+    const body = JSON.stringify(payload(5));
+    const req = httpRequest(`${server.url}/v1/systemone`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+    });
+    req.on("error", () => {});
+    req.end(body);
+    await waitFor(() => h.fake.inflight === 2, "two calls in flight");
+    req.destroy();
+    await waitFor(() => h.fake.aborted === 2, "the fake to see both in-flight calls aborted");
+    await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
+    expect(h.fake.calls).toBe(2);
+    await server.close();
+  });
+});

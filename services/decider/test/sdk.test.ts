@@ -1,0 +1,97 @@
+import {
+  AuthenticationError,
+  BadRequestError,
+  choice,
+  InternalServerError,
+  noul,
+  RateLimitError,
+  score,
+  TypeSafeClient,
+} from "@typesafe-ai/sdk";
+import { type Harness, harness, listen, waitFor } from "./helpers";
+
+describe("the official @typesafe-ai/sdk against the service", () => {
+  let h: Harness;
+  let server: { url: string; close: () => Promise<void> };
+  const client = (apiKey = "k") =>
+    new TypeSafeClient({ apiKey, baseURL: server.url, retry: { maxRetries: 0 }, logLevel: "off" });
+
+  afterEach(async () => {
+    await server.close();
+    await h.close();
+  });
+
+  it("systemOne() answers every question with the SDK's default model and only baseURL changed", async () => {
+    h = await harness({ apiKey: "k" });
+    server = await listen(h);
+    h.fake.script = (q) =>
+      q.name === "billing"
+        ? { true: 0.9, false: 0.1 }
+        : q.name === "tone"
+          ? { calm: 1, angry: 3 }
+          : { "0": 1, "1": 1, "2": 2 };
+    const result = await client().systemOne({
+      state: "I was charged twice. Please help!",
+      questions: {
+        billing: noul("Is this about billing?"),
+        tone: choice("What is the tone?", { calm: null, angry: "shouting" }),
+        urgency: score("How urgent?", ["not", "somewhat", "very"]),
+      },
+    });
+    expect(result.model).toBe("localdecider-0.1.0/test-model");
+    expect(result.answers.billing.noul).toBeCloseTo(0.9, 12);
+    expect(result.answers.tone.choice).toBe("angry");
+    expect(result.answers.tone.probabilities.angry).toBeCloseTo(0.75, 12);
+    expect(result.answers.tone.confidence).toBeCloseTo(0.5, 12);
+    expect(result.answers.urgency.score).toBeCloseTo(0.25 + 1, 12);
+    expect(result.answers.urgency.legend).toStrictEqual({ "0": "not", "1": "somewhat", "2": "very" });
+    expect(result.usage).toStrictEqual({ input_tokens: 100, output_tokens: 10 });
+  });
+
+  it("withResponse() exposes the request id the service echoed in x-typesafe-request-id", async () => {
+    h = await harness();
+    server = await listen(h);
+    const { requestId, response } = await client()
+      .systemOne({ state: null, questions: { a: noul("?") } }, { headers: { "x-request-id": "sdk-req-1" } })
+      .withResponse();
+    expect(requestId).toBe("sdk-req-1");
+    expect(response.headers.get("x-request-id")).toBe("sdk-req-1");
+  });
+
+  it("models.list() returns the model cards", async () => {
+    h = await harness();
+    server = await listen(h);
+    const models = await client().models.list();
+    expect(models.map((m) => m.name)).toStrictEqual(["localdecider", "jev-latest", "jev"]);
+    for (const m of models) expect(m.release_date).toBe("2026-11-22");
+  });
+
+  it("errors surface as the SDK's classes: 401, 400, 429 and 5xx", async () => {
+    h = await harness({ apiKey: "k", maxInflight: 1, maxQueue: 3, questionsPerCall: 1 });
+    server = await listen(h);
+    const wrongKey = client("nope").systemOne({ state: null, questions: { a: noul() } });
+    await expect(wrongKey).rejects.toBeInstanceOf(AuthenticationError);
+    await expect(wrongKey).rejects.toMatchObject({ status: 401, message: "401 Invalid API key" });
+
+    const unknownModel = client().systemOne({ model: "gpt-9", state: null, questions: { a: noul() } });
+    await expect(unknownModel).rejects.toBeInstanceOf(BadRequestError);
+
+    h.fake.faults = ["http500"];
+    const upstreamDown = client().systemOne({ state: null, questions: { a: noul() } });
+    await expect(upstreamDown).rejects.toBeInstanceOf(InternalServerError);
+    await expect(upstreamDown).rejects.toMatchObject({ status: 502, body: { code: "upstream_error" } });
+
+    h.fake.holding = true;
+    const held = client().systemOne({ state: null, questions: { a: noul(), b: noul(), c: noul() } });
+    held.catch(() => {});
+    await waitFor(() => h.fake.inflight === 1, "one call in flight");
+    // 2 calls still queued + 2 more > MAX_QUEUE 3.
+    const refused = client().systemOne({ state: null, questions: { d: noul(), e: noul() } });
+    await expect(refused).rejects.toBeInstanceOf(RateLimitError);
+    await expect(refused).rejects.toMatchObject({ status: 429, retryAfterMs: expect.any(Number) });
+    h.fake.release();
+    await expect(held).resolves.toMatchObject({
+      answers: { a: { type: "noul" }, b: { type: "noul" }, c: { type: "noul" } },
+    });
+  });
+});
