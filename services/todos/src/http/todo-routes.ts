@@ -11,26 +11,30 @@ import {
   TodosReadyResponse,
   TodoWriteResponse,
   UpdateTodoRequest,
+  UserId,
 } from "@localdecider/contracts";
-import { AppError } from "@localdecider/service-kit";
+import { AppError, type RouteDoc } from "@localdecider/service-kit";
 import type { Request, RequestHandler } from "express";
-import type { z } from "zod";
+import { z } from "zod";
 import type { TodoRecord, TodoRepository } from "../storage/repository";
 import { parseBody, parseItemId, parsePage, parseUserId } from "./validation";
 
 /**
- * Every route of the service in one table: createApp registers them in this order, and the same table
- * can drive OpenAPI generation (request/response schemas per status) or per-route metrics labels (path).
+ * Every route of the service in one table: createApp registers them in this order. Each entry is the
+ * kit's RouteDoc (the zod schemas it validates with, responses per status), so the same table can be
+ * handed to `buildOpenApiDocument({ routes })`; `path` is also the metrics route label.
  */
-export interface RouteDefinition {
-  method: "get" | "post" | "put" | "delete";
-  /** Express path, also the metrics label. */
-  path: string;
-  summary: string;
-  request?: { query?: z.ZodType; body?: z.ZodType };
-  responses: Record<number, z.ZodType>;
-  handler: RequestHandler;
-}
+export type RouteDefinition = RouteDoc & { handler: RequestHandler };
+
+const error = (description: string) => ({ description, schema: TodosErrorBody });
+const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired surrogates)");
+const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
+const BAD_BODY = error("Body null or not an object (`{ error }` only), or field problems (with `details`)");
+const TOO_LARGE = error("Body over 64 KiB");
+const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
+const INTERNAL = error("Unexpected failure, a storage failure included");
+const UserParams = z.object({ userId: UserId });
+const ItemParams = z.object({ userId: UserId, itemId: z.uuid() });
 
 function toItem(record: TodoRecord): TodoItem {
   return {
@@ -54,7 +58,7 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "get",
       path: "/health",
       summary: "The process is up.",
-      responses: { 200: HealthResponse },
+      responses: { 200: { description: "Up", schema: HealthResponse } },
       handler: (_req, res) => {
         res.json({ status: "ok" });
       },
@@ -63,7 +67,10 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "get",
       path: "/ready",
       summary: "The database answers.",
-      responses: { 200: TodosReadyResponse, 503: TodosErrorBody },
+      responses: {
+        200: { description: "Database reachable", schema: TodosReadyResponse },
+        503: error("Database unreachable"),
+      },
       handler: async (_req, res) => {
         try {
           await repository.ping();
@@ -77,8 +84,13 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "get",
       path: "/users/:userId/todos",
       summary: "The user's items, oldest first; `limit`/`page` page them.",
-      request: { query: TodoListQuery },
-      responses: { 200: TodoListResponse, 400: TodosErrorBody },
+      params: UserParams,
+      query: TodoListQuery,
+      responses: {
+        200: { description: "The items", schema: TodoListResponse },
+        400: error("Invalid userId, limit or page"),
+        500: INTERNAL,
+      },
       handler: async (req, res) => {
         res.json({ todoItems: await list(req) });
       },
@@ -87,8 +99,13 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "get",
       path: "/v1/user/:userId/todos",
       summary: "The seed client's path: the same list as a bare array.",
-      request: { query: TodoListQuery },
-      responses: { 200: TodoListV1Response, 400: TodosErrorBody },
+      params: UserParams,
+      query: TodoListQuery,
+      responses: {
+        200: { description: "The items as a bare array", schema: TodoListV1Response },
+        400: error("Invalid userId, limit or page"),
+        500: INTERNAL,
+      },
       handler: async (req, res) => {
         res.json(await list(req));
       },
@@ -97,8 +114,18 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "post",
       path: "/users/:userId/todos",
       summary: "Creates an item for the user.",
-      request: { body: CreateTodoRequest },
-      responses: { 201: TodoWriteResponse, 400: TodosErrorBody, 413: TodosErrorBody },
+      params: UserParams,
+      body: CreateTodoRequest,
+      responses: {
+        201: {
+          description: "Created",
+          schema: TodoWriteResponse,
+          headers: { Location: { description: "Path of the new item" } },
+        },
+        400: BAD_BODY,
+        413: TOO_LARGE,
+        500: MALFORMED,
+      },
       handler: async (req, res) => {
         const userId = parseUserId(req.params.userId);
         const input = parseBody(CreateTodoRequest, req.body);
@@ -113,8 +140,15 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "put",
       path: "/users/:userId/todos/:itemId",
       summary: "Changes the title and/or completion of one of the user's items.",
-      request: { body: UpdateTodoRequest },
-      responses: { 200: TodoWriteResponse, 400: TodosErrorBody, 404: TodosErrorBody, 413: TodosErrorBody },
+      params: ItemParams,
+      body: UpdateTodoRequest,
+      responses: {
+        200: { description: "Updated", schema: TodoWriteResponse },
+        400: BAD_BODY,
+        404: NOT_FOUND,
+        413: TOO_LARGE,
+        500: MALFORMED,
+      },
       handler: async (req, res) => {
         const userId = parseUserId(req.params.userId);
         const itemId = parseItemId(req.params.itemId);
@@ -128,7 +162,13 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       method: "delete",
       path: "/users/:userId/todos/:itemId",
       summary: "Deletes one of the user's items.",
-      responses: { 200: TodoDeleteResponse, 400: TodosErrorBody, 404: TodosErrorBody },
+      params: ItemParams,
+      responses: {
+        200: { description: "Deleted", schema: TodoDeleteResponse },
+        400: BAD_USER,
+        404: NOT_FOUND,
+        500: INTERNAL,
+      },
       handler: async (req, res) => {
         const userId = parseUserId(req.params.userId);
         const itemId = parseItemId(req.params.itemId);

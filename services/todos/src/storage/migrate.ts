@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 
@@ -13,7 +14,16 @@ import path from "node:path";
 /** Prisma's own advisory lock key: our runner and a real `prisma migrate deploy` serialize on it. */
 export const PRISMA_ADVISORY_LOCK_KEY = 72707369;
 
-export const MIGRATIONS_DIR = path.resolve(__dirname, "..", "..", "prisma", "migrations");
+/** prisma/migrations of this package, found upwards from this file (src/, dist/ or a deployed copy). */
+export const MIGRATIONS_DIR = findMigrationsDir(__dirname);
+
+function findMigrationsDir(start: string): string {
+  for (let dir = start; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, "prisma", "migrations");
+    if (existsSync(candidate)) return candidate;
+    if (path.dirname(dir) === dir) return path.resolve(start, "..", "..", "prisma", "migrations");
+  }
+}
 
 /** The DDL Prisma's schema engine uses for its bookkeeping table on PostgreSQL. */
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
