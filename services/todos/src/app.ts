@@ -62,6 +62,12 @@ function mapKnownError(err: unknown): AppError | undefined {
   if (err instanceof URIError && (err as URIError & { status?: number }).status === 400) {
     return new AppError(400, TODO_MESSAGES.invalidPath);
   }
+  // body-parser's other client errors (a corrupt gzip/deflate/br stream, a body shorter than its
+  // Content-Length) come as http-errors 400 without a type: the body could not even be read, which is not
+  // the seed's "unparseable JSON" case.
+  if (typeof err === "object" && err !== null && "status" in err && err.status === 400 && "expose" in err) {
+    return new AppError(400, TODO_MESSAGES.invalidBody);
+  }
   return undefined;
 }
 

@@ -302,6 +302,30 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
       expect(await list(user)).toStrictEqual([]);
     });
 
+    it("when the body is a corrupt gzip stream, answers 400 and creates nothing", async () => {
+      const user = newUser();
+      const res = await request(t.app)
+        .post(`/users/${user}/todos`)
+        .set("content-type", "application/json")
+        .set("content-encoding", "gzip")
+        .send("not gzip at all")
+        .expect(400);
+      expect(res.body).toStrictEqual(INVALID_BODY);
+      expect(await list(user)).toStrictEqual([]);
+    });
+
+    it("when the body is in an unknown content encoding, answers 415 and creates nothing", async () => {
+      const user = newUser();
+      const res = await request(t.app)
+        .post(`/users/${user}/todos`)
+        .set("content-type", "application/json")
+        .set("content-encoding", "xyz")
+        .send('{"title":"x"}')
+        .expect(415);
+      expect(res.body).toStrictEqual({ error: "Unsupported request body encoding" });
+      expect(await list(user)).toStrictEqual([]);
+    });
+
     it("when the body is over 64 KiB, answers 413 and creates nothing", async () => {
       const user = newUser();
       const res = await request(t.app)
