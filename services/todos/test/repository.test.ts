@@ -1,0 +1,87 @@
+import { randomUUID } from "node:crypto";
+import { openStorage } from "../src/storage/open-storage";
+import type { TodoRepository } from "../src/storage/repository";
+import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
+
+describe("PrismaTodoRepository on PostgreSQL", () => {
+  let db: TestDatabase;
+  let repository: TodoRepository;
+  const observed: [string, boolean][] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    repository = await openStorage({
+      databaseUrl: db.url,
+      dataDir: "unused",
+      onQuery: (operation, durationMs, ok) => {
+        expect(durationMs).toBeGreaterThanOrEqual(0);
+        observed.push([operation, ok]);
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await repository?.close();
+    await db?.drop();
+  });
+
+  it("when rows share a createdAt or were inserted out of order, lists by createdAt then id", async () => {
+    const user = `order-${randomUUID()}`;
+    const ids = ["00000000-0000-4000-8000-000000000003", "00000000-0000-4000-8000-000000000001"];
+    const later = "ffffffff-0000-4000-8000-000000000000";
+    const earliest = "77777777-0000-4000-8000-000000000000";
+    await queryDatabase(
+      db.url,
+      `INSERT INTO "TodoItem" ("id", "userId", "title", "createdAt", "updatedAt") VALUES
+         ($2, $1, 'later', '2026-01-02 00:00:00', now()),
+         ($3, $1, 'tie b', '2026-01-01 00:00:00', now()),
+         ($4, $1, 'tie a', '2026-01-01 00:00:00', now()),
+         ($5, $1, 'earliest', '2025-12-31 23:59:59.999', now())`,
+      [user, later, ids[0], ids[1], earliest],
+    );
+    expect((await repository.list(user)).map((r) => r.id)).toStrictEqual([earliest, ids[1], ids[0], later]);
+    expect((await repository.list(user, { limit: 2, offset: 1 })).map((r) => r.id)).toStrictEqual([ids[1], ids[0]]);
+  });
+
+  it("when the list query runs on a table of many users, Postgres serves it from the (userId, createdAt, id) index", async () => {
+    await queryDatabase(
+      db.url,
+      `INSERT INTO "TodoItem" ("id", "userId", "title", "updatedAt")
+       SELECT gen_random_uuid(), 'bulk-' || (g % 500), 't', now() FROM generate_series(1, 10000) g;
+       ANALYZE "TodoItem"`,
+    );
+    const plan = await queryDatabase<{ "QUERY PLAN": string }>(
+      db.url,
+      `EXPLAIN SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "TodoItem"
+        WHERE "userId" = 'bulk-7' ORDER BY "createdAt" ASC, "id" ASC LIMIT 100 OFFSET 0`,
+    );
+    const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
+    // An index scan or a bitmap index scan (planner's choice by cost): either reads only that user's rows.
+    expect(text).toMatch(/Index Scan (using|on) "TodoItem_userId_createdAt_id_idx"/);
+    expect(text).not.toContain("Seq Scan");
+  });
+
+  it("when operations run, reports each to the onQuery hook with its outcome", async () => {
+    observed.length = 0;
+    const user = `hook-${randomUUID()}`;
+    const created = await repository.create(user, { title: "x", completed: false });
+    await repository.list(user);
+    await repository.update(user, created.id, { completed: true });
+    await repository.delete(user, created.id);
+    await repository.ping();
+    expect(observed).toStrictEqual([
+      ["todoItem.create", true],
+      ["todoItem.findMany", true],
+      ["todoItem.updateManyAndReturn", true],
+      ["todoItem.deleteMany", true],
+      ["$queryRaw", true],
+    ]);
+  });
+
+  it("when an operation fails, reports it with ok = false and rethrows", async () => {
+    observed.length = 0;
+    // A title over VARCHAR(500) bypassing HTTP validation: the database refuses it.
+    await expect(repository.create("u", { title: "x".repeat(501), completed: false })).rejects.toThrow();
+    expect(observed).toStrictEqual([["todoItem.create", false]]);
+  });
+});
