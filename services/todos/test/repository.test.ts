@@ -84,4 +84,27 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     await expect(repository.create("u", { title: "x".repeat(501), completed: false })).rejects.toThrow();
     expect(observed).toStrictEqual([["todoItem.create", false]]);
   });
+
+  it("when closed, releases every database connection", async () => {
+    const url = new URL(db.url);
+    url.searchParams.set("application_name", "todos-close-test");
+    const other = await openStorage({ databaseUrl: url.toString(), dataDir: "unused" });
+    await Promise.all([other.list("a"), other.list("b"), other.list("c")]);
+    const connections = async () =>
+      (
+        await queryDatabase<{ n: number }>(
+          db.url,
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'todos-close-test'`,
+        )
+      )[0]?.n;
+    expect(await connections()).toBeGreaterThanOrEqual(1);
+    await other.close();
+    // A backend leaves pg_stat_activity just after its client hangs up: poll briefly (bounded).
+    let after = await connections();
+    for (let i = 0; i < 40 && after !== 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      after = await connections();
+    }
+    expect(after).toBe(0);
+  });
 });
