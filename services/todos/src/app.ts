@@ -81,11 +81,13 @@ export function createApp(deps: AppDeps): Express {
   app.use(requestId());
   app.use(accessLog(logger));
   deps.hooks?.beforeRoutes?.(app);
-  app.use(jsonBody({ limit: BODY_LIMIT_BYTES }));
 
+  // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
+  const parseJson = jsonBody({ limit: BODY_LIMIT_BYTES });
   for (const route of todoRoutes(deps.repository)) {
     deps.hooks?.onRoute?.(route);
-    app[route.method](route.path, route.handler);
+    if (route.body === undefined) app[route.method](route.path, route.handler);
+    else app[route.method](route.path, parseJson, route.handler);
   }
 
   app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));

@@ -529,6 +529,21 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
       await request(t.app).get("/users//todos").expect(404, { error: "Not found" });
     });
 
+    it("when GET or DELETE carry a body (even malformed or huge), ignore it", async () => {
+      const user = newUser();
+      const item = await create(user, { title: "kept" });
+      await request(t.app)
+        .get(`/users/${user}/todos`)
+        .set("content-type", "application/json")
+        .send("{not json")
+        .expect(200, { todoItems: [item] });
+      await request(t.app)
+        .delete(`/users/${user}/todos/${item.id}`)
+        .set("content-type", "application/json")
+        .send(`"${"p".repeat(70_000)}"`)
+        .expect(200, { message: "Todo item deleted successfully" });
+    });
+
     it("when the client sends x-request-id, echoes it; otherwise creates one", async () => {
       const given = await request(t.app).get("/health").set("x-request-id", "abc-123").expect(200);
       expect(given.headers["x-request-id"]).toBe("abc-123");

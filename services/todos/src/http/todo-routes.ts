@@ -1,6 +1,7 @@
 import {
   CreateTodoRequest,
   HealthResponse,
+  ItemId,
   TODO_MESSAGES,
   TodoDeleteResponse,
   type TodoItem,
@@ -34,7 +35,7 @@ const TOO_LARGE = error("Body over 64 KiB");
 const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
 const INTERNAL = error("Unexpected failure, a storage failure included");
 const UserParams = z.object({ userId: UserId });
-const ItemParams = z.object({ userId: UserId, itemId: z.uuid() });
+const ItemParams = z.object({ userId: UserId, itemId: ItemId });
 
 function toItem(record: TodoRecord): TodoItem {
   return {
