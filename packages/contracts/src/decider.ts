@@ -10,6 +10,19 @@ export const Entry = z.union([z.string(), z.record(z.string(), z.json()), z.arra
 export type Entry = z.infer<typeof Entry>;
 
 export const MAX_CHOICE_LABELS = 255;
+
+/**
+ * Refuses a `__proto__` key (question name or choice label): zod's records silently drop it (assigning
+ * it would set the prototype), so its answer would be missing. Checked on the raw input, before zod.
+ */
+function refuseProtoKey<S extends z.ZodType>(schema: S) {
+  return z.preprocess((value, ctx) => {
+    if (typeof value === "object" && value !== null && Object.hasOwn(value, "__proto__")) {
+      ctx.addIssue({ code: "custom", path: ["__proto__"], message: '"__proto__" cannot be used as a name or label' });
+    }
+    return value;
+  }, schema);
+}
 export const MIN_SCORE_LEVELS = 2;
 export const MAX_SCORE_LEVELS = 10;
 
@@ -23,10 +36,12 @@ export type NoulQuestion = z.infer<typeof NoulQuestion>;
 export const ChoiceQuestion = z.object({
   type: z.literal("choice"),
   instructions: Entry.optional(),
-  criteria: z
-    .record(z.string().min(1, "a label must not be empty"), Entry)
-    .refine((c) => Object.keys(c).length >= 1, "a choice needs at least 1 label")
-    .refine((c) => Object.keys(c).length <= MAX_CHOICE_LABELS, `a choice allows at most ${MAX_CHOICE_LABELS} labels`),
+  criteria: refuseProtoKey(
+    z
+      .record(z.string().min(1, "a label must not be empty"), Entry)
+      .refine((c) => Object.keys(c).length >= 1, "a choice needs at least 1 label")
+      .refine((c) => Object.keys(c).length <= MAX_CHOICE_LABELS, `a choice allows at most ${MAX_CHOICE_LABELS} labels`),
+  ),
 });
 export type ChoiceQuestion = z.infer<typeof ChoiceQuestion>;
 
@@ -50,9 +65,11 @@ export const SystemOneRequest = z
     // Any JSON value, and required: zod lets an optional key be absent, so presence is checked below with
     // its own message ("Invalid input" from z.json() alone says nothing).
     state: z.json().optional(),
-    questions: z
-      .record(z.string(), Question)
-      .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
+    questions: refuseProtoKey(
+      z
+        .record(z.string(), Question)
+        .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
+    ),
   })
   .refine((body) => body.state !== undefined, {
     path: ["state"],

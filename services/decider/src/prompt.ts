@@ -28,8 +28,19 @@ export function renderEntry(entry: Entry | undefined): string | undefined {
   return typeof entry === "string" ? entry : JSON.stringify(entry);
 }
 
-function renderState(state: unknown): string {
-  return typeof state === "string" ? state : JSON.stringify(state, null, 2);
+/**
+ * The state as the model reads it best: text as is; an object of strings (the usual `{ diff: "..." }`)
+ * as one titled section per key with the text unescaped; anything else as indented JSON.
+ */
+export function renderState(state: unknown): string {
+  if (typeof state === "string") return state;
+  if (typeof state === "object" && state !== null && !Array.isArray(state)) {
+    const entries = Object.entries(state);
+    if (entries.length > 0 && entries.every(([, v]) => typeof v === "string")) {
+      return entries.map(([key, value]) => `## ${key}\n${value}`).join("\n\n");
+    }
+  }
+  return JSON.stringify(state, null, 2);
 }
 
 function kindTitle(part: Part): string {

@@ -24,7 +24,7 @@ describe("the official @typesafe-ai/sdk against the service", () => {
   it("systemOne() answers every question with the SDK's default model and only baseURL changed", async () => {
     h = await harness({ apiKey: "k" });
     server = await listen(h);
-    h.fake.script = (q) =>
+    h.fake.script = (q): Record<string, number> =>
       q.name === "billing"
         ? { true: 0.9, false: 0.1 }
         : q.name === "tone"

@@ -187,6 +187,25 @@ describe("POST /v1/systemone", () => {
         [{ path: "questions.a.instructions", message: "Invalid input" }],
       ],
       [
+        "__proto__ as a question name",
+        JSON.parse(
+          '{"model":"localdecider","state":null,"questions":{"__proto__":{"type":"noul"},"a":{"type":"noul"}}}',
+        ),
+        [{ path: "questions.__proto__", message: '"__proto__" cannot be used as a name or label' }],
+      ],
+      [
+        "__proto__ as a choice label",
+        JSON.parse(
+          '{"model":"localdecider","state":null,"questions":{"c":{"type":"choice","criteria":{"__proto__":null,"x":null}}}}',
+        ),
+        [{ path: "questions.c.criteria.__proto__", message: '"__proto__" cannot be used as a name or label' }],
+      ],
+      [
+        "an empty choice label",
+        { model: "localdecider", state: null, questions: { c: { type: "choice", criteria: { "": null } } } },
+        [{ path: "questions.c.criteria.", message: "a label must not be empty" }],
+      ],
+      [
         "a body that is not an object",
         5,
         [{ path: "body", message: "Invalid input: expected object, received number" }],

@@ -11,7 +11,8 @@ export const ACCEPTED_MODELS: readonly string[] = [MODEL_NAME, ...MODEL_ALIASES]
 export function validationIssues(error: z.ZodError): ValidationIssue[] {
   return error.issues.map((issue) => ({
     path: issue.path.length === 0 ? "body" : issue.path.map(String).join("."),
-    message: issue.message,
+    // A bad record key says only "Invalid key in record"; the key schema's own message says why.
+    message: issue.code === "invalid_key" ? issue.issues.map((i) => i.message).join("; ") : issue.message,
   }));
 }
 

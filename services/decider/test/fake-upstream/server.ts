@@ -75,6 +75,8 @@ export class FakeUpstream {
   /** Calls whose client went away before the fake answered. */
   aborted = 0;
   requests: Record<string, unknown>[] = [];
+  /** [start, end] of every answered chat call, in performance.now() ms (the benchmark subtracts them). */
+  busy: [number, number][] = [];
 
   private server: Server | undefined;
   private waiters: (() => void)[] = [];
@@ -116,6 +118,7 @@ export class FakeUpstream {
       });
     }
     if (req.method !== "POST" || url !== "/v1/chat/completions") return send(res, 404, { error: "no route" });
+    const started = performance.now();
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>;
@@ -151,6 +154,7 @@ export class FakeUpstream {
       return send(res, 500, { error: { code: 500, message: "internal error", type: "server_error" } });
     if (fault === "contextTooLong") return send(res, 400, this.contextTooLong());
     send(res, 200, this.complete(body, fault));
+    this.busy.push([started, performance.now()]);
   }
 
   private modelNotFound(model: string): unknown {

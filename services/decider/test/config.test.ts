@@ -1,0 +1,87 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConfigError, loadConfig } from "@localdecider/service-kit";
+import { configSchema, upstreamBaseURL } from "../src/config";
+import { SERVICE_VERSION } from "../src/version";
+
+describe("configSchema", () => {
+  it("has the documented defaults", () => {
+    expect(loadConfig(configSchema, {})).toStrictEqual({
+      LOCALDECIDER_HOST: "127.0.0.1",
+      LOCALDECIDER_PORT: 8080,
+      LOCALDECIDER_UPSTREAM: "http://127.0.0.1:8081",
+      LOCALDECIDER_UPSTREAM_MODEL: "qwen2.5-1.5b-instruct",
+      LOCALDECIDER_TIMEOUT: 180,
+      LOCALDECIDER_MAX_INFLIGHT: 2,
+      LOCALDECIDER_MAX_QUEUE: 64,
+      LOCALDECIDER_MALFORMED_RETRIES: 2,
+      LOCALDECIDER_MAX_OUTPUT_TOKENS: 2048,
+      LOCALDECIDER_QUESTIONS_PER_CALL: 16,
+      LOCALDECIDER_OUTCOMES_PER_CALL: 128,
+      LOCALDECIDER_BODY_LIMIT: "1mb",
+      LOG_LEVEL: "info",
+    });
+  });
+
+  it("lists exactly the variables the README documents", () => {
+    expect(Object.keys(configSchema.shape)).toStrictEqual([
+      "LOCALDECIDER_HOST",
+      "LOCALDECIDER_PORT",
+      "LOCALDECIDER_UPSTREAM",
+      "LOCALDECIDER_UPSTREAM_MODEL",
+      "LOCALDECIDER_UPSTREAM_API_KEY",
+      "LOCALDECIDER_API_KEY",
+      "LOCALDECIDER_TIMEOUT",
+      "LOCALDECIDER_MAX_INFLIGHT",
+      "LOCALDECIDER_MAX_QUEUE",
+      "LOCALDECIDER_MALFORMED_RETRIES",
+      "LOCALDECIDER_MAX_OUTPUT_TOKENS",
+      "LOCALDECIDER_QUESTIONS_PER_CALL",
+      "LOCALDECIDER_OUTCOMES_PER_CALL",
+      "LOCALDECIDER_BODY_LIMIT",
+      "LOG_LEVEL",
+    ]);
+    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+    for (const key of Object.keys(configSchema.shape)) expect(readme).toContain(`| \`${key}\``);
+  });
+
+  it("refuses bad values naming each variable", () => {
+    expect(() =>
+      loadConfig(configSchema, {
+        LOCALDECIDER_PORT: "http",
+        LOCALDECIDER_OUTCOMES_PER_CALL: "10",
+        LOCALDECIDER_UPSTREAM: "nope",
+      }),
+    ).toThrow(ConfigError);
+    try {
+      loadConfig(configSchema, {
+        LOCALDECIDER_PORT: "http",
+        LOCALDECIDER_OUTCOMES_PER_CALL: "10",
+        LOCALDECIDER_UPSTREAM: "nope",
+      });
+    } catch (err) {
+      const problems = (err as ConfigError).problems.map((p) => p.split(":")[0]);
+      expect(problems.sort()).toStrictEqual([
+        "LOCALDECIDER_OUTCOMES_PER_CALL",
+        "LOCALDECIDER_PORT",
+        "LOCALDECIDER_UPSTREAM",
+      ]);
+    }
+  });
+});
+
+describe("upstreamBaseURL", () => {
+  it("appends /v1 and accepts an address that already ends in /v1 or a slash", () => {
+    expect(upstreamBaseURL("http://127.0.0.1:8081")).toBe("http://127.0.0.1:8081/v1");
+    expect(upstreamBaseURL("http://127.0.0.1:8081/")).toBe("http://127.0.0.1:8081/v1");
+    expect(upstreamBaseURL("http://127.0.0.1:8081/v1")).toBe("http://127.0.0.1:8081/v1");
+    expect(upstreamBaseURL("http://127.0.0.1:8081/v1/")).toBe("http://127.0.0.1:8081/v1");
+  });
+});
+
+describe("SERVICE_VERSION", () => {
+  it("is package.json's version", () => {
+    const pkg = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string };
+    expect(SERVICE_VERSION).toBe(pkg.version);
+  });
+});
