@@ -16,17 +16,9 @@ export interface RouteDeps {
   bodyLimit: string | number;
 }
 
-/**
- * Every route, in one place. The table is what OpenAPI generation and per-route metrics will read:
- * method, path, whether the bearer applies, and the contracts schemas of the body and 200 response.
- */
-export const ROUTES = [
-  { method: "get", path: "/health", auth: false, response: "HealthResponse" },
-  { method: "get", path: "/ready", auth: false, response: "DeciderReadyResponse" },
-  { method: "get", path: "/v1/models", auth: true, response: "ModelsResponse" },
-  { method: "post", path: "/v1/systemone", auth: true, request: "SystemOneRequest", response: "SystemOneResponse" },
-] as const;
+export { ROUTE_DOCS } from "./docs";
 
+/** Every route, registered in one place; ROUTE_DOCS (./docs) documents the same paths for OpenAPI. */
 export function registerRoutes(app: Express, deps: RouteDeps): void {
   app.get("/health", health);
   app.get("/ready", ready(deps.probe, deps.upstream, deps.upstreamModel));
