@@ -80,6 +80,8 @@ function defaultOperationId(method: HttpMethod, path: string): string {
  */
 class SchemaCollector {
   readonly components: Record<string, JsonObject> = {};
+  /** Unnamed recursive parts already collected, by their self-referencing shape (see selfShape). */
+  private readonly unnamedByShape = new Map<string, string>();
 
   convert(schema: z.ZodType, io: "input" | "output", hint: string): JsonObject {
     const json = z.toJSONSchema(schema, { target: "draft-2020-12", io, unrepresentable: "any" }) as JsonObject;
@@ -89,14 +91,24 @@ class SchemaCollector {
 
     // The root is recursive (`$ref: "#"`): it has to live in components to be referable.
     const rootIsReferenced = containsRef(json, "#") || Object.values(defs).some((d) => containsRef(d, "#"));
-    const names = new Map<string, string>();
-    let autoIndex = 0;
-    for (const key of Object.keys(defs)) {
-      // zod names unnamed recursive parts `__schema0`, `__schema1`, ... afresh for every conversion.
-      const base = key.startsWith("__schema") ? `${hint}Def${autoIndex++}` : key;
-      names.set(key, base);
-    }
+    const names = new Map<string, string>(Object.keys(defs).map((key) => [key, key]));
     const rootName = rootIsReferenced ? this.freeName(hint, json) : undefined;
+    // zod names unnamed recursive parts `__schema0`, `__schema1`, ... afresh for every conversion, so the
+    // same part (z.json() is the usual one) comes back under a new key each time. Such a part is matched by
+    // content against those already collected and reuses its component; a new one gets a readable name.
+    let autoIndex = 0;
+    for (const [key, def] of Object.entries(defs)) {
+      if (!key.startsWith("__schema")) continue;
+      const shape = selfShape(def, key, names, rootName);
+      const known = this.unnamedByShape.get(shape);
+      if (known !== undefined) {
+        names.set(key, known);
+        continue;
+      }
+      const name = shape === jsonValueShape() ? this.freeName("JsonValue", undefined) : `${hint}Def${autoIndex++}`;
+      names.set(key, name);
+      this.unnamedByShape.set(shape, name);
+    }
 
     // A def named like an existing but different component (the same id seen as input and as output, say)
     // gets a new name; a def identical to the existing component reuses it.
@@ -129,6 +141,25 @@ class SchemaCollector {
     }
     return name;
   }
+}
+
+const SELF = "\u0000self";
+
+/** A def's content with its references to itself written as one placeholder: equal shapes, equal schemas. */
+function selfShape(def: JsonObject, key: string, names: Map<string, string>, rootName: string | undefined): string {
+  return JSON.stringify(rewrite(def, new Map([...names, [key, SELF]]), rootName));
+}
+
+let jsonValue: string | undefined;
+/** The shape of z.json() (any JSON value), named `JsonValue` in components. */
+function jsonValueShape(): string {
+  if (jsonValue === undefined) {
+    const json = z.toJSONSchema(z.object({ v: z.json() }), { target: "draft-2020-12" }) as JsonObject;
+    const defs = (json.$defs ?? {}) as Record<string, JsonObject>;
+    const [key, def] = Object.entries(defs)[0] ?? ["", {}];
+    jsonValue = selfShape(def, key, new Map(), undefined);
+  }
+  return jsonValue;
 }
 
 function containsRef(node: unknown, ref: string): boolean {

@@ -133,16 +133,18 @@ describe("buildOpenApiDocument", () => {
     expect(post.operationId).toBe("postUsersUserIdTodos");
   });
 
-  it("moves named and recursive schemas to components, leaving no #/$defs or root refs behind", () => {
+  it("moves named and recursive schemas to components, z.json() once as JsonValue, no #/$defs or root refs left", () => {
     const doc = sampleDocument();
-    expect(Object.keys(doc.components.schemas).sort()).toStrictEqual(
-      ["ErrorBody", "PostV1DecideBodyDef0", "PostV1DecideResponse200Def0", "TodoItem"].sort(),
-    );
+    expect(Object.keys(doc.components.schemas).sort()).toStrictEqual(["ErrorBody", "JsonValue", "TodoItem"]);
+    const decide = doc.paths["/v1/decide"]?.post as Record<string, Record<string, unknown>>;
+    expect(JSON.stringify(decide.requestBody)).toContain('"state":{"$ref":"#/components/schemas/JsonValue"}');
+    expect(JSON.stringify(decide.responses)).toContain('"echo":{"$ref":"#/components/schemas/JsonValue"}');
+    expect(JSON.stringify(doc.components.schemas.JsonValue)).toContain('"$ref":"#/components/schemas/JsonValue"');
     const text = JSON.stringify(doc);
     expect(text).not.toContain("#/$defs");
     expect(text).not.toContain('"$ref":"#"');
     expect(text).not.toContain("$schema");
-    expect(doc.paths["/v1/decide"]?.post?.security).toStrictEqual([{ bearerAuth: [] }]);
+    expect(decide.security).toStrictEqual([{ bearerAuth: [] }]);
   });
 
   it("names a recursive top-level schema in components instead of referring to the document root", () => {
