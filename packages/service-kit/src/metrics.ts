@@ -66,13 +66,28 @@ export function createMetrics(options: MetricsOptions): Metrics {
 
   const httpMiddleware: RequestHandler = (req, res, next) => {
     const start = process.hrtime.bigint();
+    // Express sets req.route when a route matches, while req.baseUrl is still the mount path of the router
+    // holding it. By the time the response finishes after an error, Express has restored baseUrl to the
+    // parent's, so the full pattern is captured at assignment instead.
+    let matchedRoute: string | undefined;
+    let route: unknown;
+    Object.defineProperty(req, "route", {
+      configurable: true,
+      enumerable: true,
+      get: () => route,
+      set: (value: unknown) => {
+        route = value;
+        const label = routeLabel(req);
+        if (label !== UNMATCHED_ROUTE) matchedRoute = label;
+      },
+    });
     let recorded = false;
     const record = () => {
       // "close" follows "finish" on a normal response; a client that hangs up early only gives "close".
       if (recorded) return;
       recorded = true;
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const labels = { method: req.method, route: routeLabel(req), status: String(res.statusCode) };
+      const labels = { method: req.method, route: matchedRoute ?? UNMATCHED_ROUTE, status: String(res.statusCode) };
       requests.inc(labels);
       duration.observe(labels, seconds);
     };

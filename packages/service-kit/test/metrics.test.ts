@@ -17,6 +17,10 @@ function appWithMetrics() {
   nested.get("/models", (_req, res) => {
     res.json({ models: [] });
   });
+  nested.get("/models/:modelId", async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    throw new AppError(404, "Unknown model");
+  });
   app.use("/v1", nested);
   app.use(notFoundHandler(() => new AppError(404, "Not found")));
   app.use(errorHandler({ logger: createLogger({ service: "svc-test", level: "silent" }) }));
@@ -75,6 +79,13 @@ describe("createMetrics httpMiddleware", () => {
     const { app, metrics } = appWithMetrics();
     await request(app).get("/v1/models").expect(200);
     expect(await sample(metrics, "http_requests_total", { method: "GET", route: "/v1/models", status: "200" })).toBe(1);
+  });
+
+  it("keeps the mount path when a route inside a router fails and the app's error handler answers", async () => {
+    const { app, metrics } = appWithMetrics();
+    await request(app).get("/v1/models/nope").expect(404);
+    const labels = { method: "GET", route: "/v1/models/:modelId", status: "404" };
+    expect(await sample(metrics, "http_requests_total", labels)).toBe(1);
   });
 });
 
