@@ -311,6 +311,16 @@ describe("POST /v1/systemone", () => {
       expect(h.fake.calls).toBe(1);
     });
 
+    it.each([
+      ["vllm", "inference backend returned HTTP 404: The model `missing-model` does not exist."],
+      ["ollama", 'inference backend returned HTTP 404: model "missing-model" not found, try pulling it first'],
+    ] as const)("a %s backend that does not serve the configured model makes it 503", async (flavour, error) => {
+      h = await harness({ flavour, upstreamModel: "missing-model" });
+      const res = await decide(h);
+      expect(res.status).toBe(503);
+      expect(res.body).toStrictEqual({ error, code: "model_unavailable" });
+    });
+
     it("a dropped connection becomes 502 upstream_unreachable", async () => {
       h = await harness();
       setFault(h, "drop");
