@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { DECIDER_ERROR_STATUS } from "@localdecider/contracts";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import { configSchema, upstreamBaseURL } from "../src/config";
 import { SERVICE_VERSION } from "../src/version";
@@ -66,6 +67,15 @@ describe("configSchema", () => {
         "LOCALDECIDER_PORT",
         "LOCALDECIDER_UPSTREAM",
       ]);
+    }
+  });
+});
+
+describe("the README's error table", () => {
+  it("lists every error code of the contracts with its status", () => {
+    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+    for (const [code, status] of Object.entries(DECIDER_ERROR_STATUS)) {
+      expect(readme).toMatch(new RegExp(`\\| ${status} +\\| \`${code}\` `));
     }
   });
 });

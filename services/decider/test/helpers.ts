@@ -44,6 +44,7 @@ export interface Harness {
 export interface HarnessOptions {
   flavour?: Flavour;
   apiKey?: string;
+  upstreamApiKey?: string;
   timeoutSeconds?: number;
   maxInflight?: number;
   maxQueue?: number;
@@ -69,11 +70,11 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     upstream: new OpenAIUpstream({
       baseURL,
       model,
-      apiKey: undefined,
+      apiKey: options.upstreamApiKey,
       timeoutMs: timeoutSeconds * 1000,
       maxOutputTokens: 256,
     }),
-    probe: new ModelListProbe({ baseURL, model, apiKey: undefined, timeoutMs: 5000 }),
+    probe: new ModelListProbe({ baseURL, model, apiKey: options.upstreamApiKey, timeoutMs: 5000 }),
     limiter,
     logger,
     observer,

@@ -268,6 +268,13 @@ describe("POST /v1/systemone", () => {
     });
   });
 
+  it("sends LOCALDECIDER_UPSTREAM_API_KEY to the backend as a bearer, on chat calls and on the readiness probe", async () => {
+    h = await harness({ upstreamApiKey: "up-key" });
+    expect((await decide(h)).status).toBe(200);
+    expect((await request(h.app).get("/ready")).status).toBe(200);
+    expect(h.fake.authorizations).toStrictEqual(["Bearer up-key", "Bearer up-key"]);
+  });
+
   it("accepts any bearer when no API key is configured", async () => {
     h = await harness();
     const res = await decide(h).set("authorization", "Bearer whatever");
@@ -319,6 +326,16 @@ describe("POST /v1/systemone", () => {
       const res = await decide(h);
       expect(res.status).toBe(503);
       expect(res.body).toStrictEqual({ error, code: "model_unavailable" });
+    });
+
+    it("a 429 from the backend becomes 503 upstream_busy passing its Retry-After on", async () => {
+      h = await harness();
+      setFault(h, "http429");
+      const res = await decide(h);
+      expect(res.status).toBe(503);
+      expect(res.headers["retry-after"]).toBe("7");
+      expect(res.body).toStrictEqual({ error: "inference backend is busy (HTTP 429)", code: "upstream_busy" });
+      expect(h.fake.calls).toBe(1);
     });
 
     it("a dropped connection becomes 502 upstream_unreachable", async () => {

@@ -17,7 +17,8 @@ export type Fault =
   | "truncated"
   | "noLogprobs"
   | "drop"
-  | "contextTooLong";
+  | "contextTooLong"
+  | "http429";
 
 /** One question as the fake read it from the prompt and the schema. */
 export interface AskedQuestion {
@@ -75,6 +76,8 @@ export class FakeUpstream {
   /** Calls whose client went away before the fake answered. */
   aborted = 0;
   requests: Record<string, unknown>[] = [];
+  /** The Authorization header of every request (models and chat), to check the upstream key is sent. */
+  authorizations: (string | undefined)[] = [];
   /** [start, end] of every answered chat call, in performance.now() ms (the benchmark subtracts them). */
   busy: [number, number][] = [];
 
@@ -110,6 +113,7 @@ export class FakeUpstream {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? "";
+    this.authorizations.push(req.headers.authorization);
     if (req.method === "GET" && url === "/v1/models") {
       if (this.modelsStatus !== 200) return send(res, this.modelsStatus, { error: "not found" });
       return send(res, 200, {
@@ -153,6 +157,10 @@ export class FakeUpstream {
     if (fault === "http500")
       return send(res, 500, { error: { code: 500, message: "internal error", type: "server_error" } });
     if (fault === "contextTooLong") return send(res, 400, this.contextTooLong());
+    if (fault === "http429") {
+      res.setHeader("retry-after", "7");
+      return send(res, 429, { error: { code: 429, message: "too many requests", type: "rate_limit" } });
+    }
     send(res, 200, this.complete(body, fault));
     this.busy.push([started, performance.now()]);
   }
