@@ -32,23 +32,41 @@ describe.each(STORAGE_MODES)("restarting the service on $name", (mode) => {
 /** The built service as a real process (dist/main.js, built by `pnpm test` before Jest runs). */
 const MAIN = path.join(__dirname, "..", "dist", "main.js");
 
-function startService(dataDir: string): Promise<{ child: ChildProcess; port: number; exited: Promise<number | null> }> {
+interface RunningService {
+  child: ChildProcess;
+  port: number;
+  exited: Promise<number | null>;
+  /** Resolves with the first log line (already seen or still to come) whose message is `message`. */
+  logged(message: string): Promise<Record<string, unknown>>;
+}
+
+async function startService(dataDir: string): Promise<RunningService> {
   const child = spawn(process.execPath, [MAIN], {
     env: { ...process.env, TODOS_PORT: "0", TODOS_DATA_DIR: dataDir, LOG_LEVEL: "info", DATABASE_URL: "" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  return new Promise((resolve, reject) => {
-    let buffered = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split("\n")) {
-        if (!line.includes('"listening"')) continue;
-        resolve({ child, port: JSON.parse(line).port, exited });
-      }
-    });
-    exited.then((code) => reject(new Error(`service exited with ${code} before listening`)));
+  const lines: Record<string, unknown>[] = [];
+  const waiters: { message: string; resolve: (line: Record<string, unknown>) => void }[] = [];
+  let partial = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    const parts = (partial + chunk.toString()).split("\n");
+    partial = parts.pop() ?? "";
+    for (const text of parts) {
+      const line = JSON.parse(text) as Record<string, unknown>;
+      lines.push(line);
+      for (const w of waiters.filter((w) => w.message === line.message)) w.resolve(line);
+    }
   });
+  const logged = (message: string) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const seen = lines.find((l) => l.message === message);
+      if (seen) resolve(seen);
+      else waiters.push({ message, resolve });
+      exited.then((code) => reject(new Error(`service exited with ${code} before logging "${message}"`)));
+    });
+  const listening = await logged("listening");
+  return { child, port: Number(listening.port), exited, logged };
 }
 
 describe("the built service process", () => {
@@ -68,11 +86,11 @@ describe("the built service process", () => {
 
     // A request whose body is still arriving when the signal comes: it must be served, not dropped.
     const body = JSON.stringify({ title: "in flight" });
+    const req = http.request(`${base}/users/proc/todos`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+    });
     const inFlight = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(`${base}/users/proc/todos`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      });
       req.on("response", (res) => {
         let text = "";
         res.on("data", (c: Buffer) => {
@@ -81,12 +99,13 @@ describe("the built service process", () => {
         res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
       });
       req.on("error", reject);
-      req.write(body.slice(0, 5));
-      setTimeout(() => {
-        first.child.kill("SIGTERM");
-        setTimeout(() => req.end(body.slice(5)), 200);
-      }, 300);
     });
+    req.write(body.slice(0, 5));
+    // A later request answered means the server has read the first one's headers: it is in flight now.
+    await request(base).get("/health").expect(200);
+    first.child.kill("SIGTERM");
+    await first.logged("shutting down");
+    req.end(body.slice(5));
     const served = await inFlight;
     expect(served.status).toBe(201);
     expect(await first.exited).toBe(0);
