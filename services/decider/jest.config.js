@@ -3,5 +3,6 @@ module.exports = {
   testEnvironment: "node",
   roots: ["<rootDir>/test"],
   testMatch: ["**/*.test.ts"],
+  setupFiles: ["<rootDir>/test/setup/loopback-only.ts"],
   transform: { "^.+\\.ts$": ["@swc/jest"] },
 };

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
@@ -93,5 +94,13 @@ describe("SERVICE_VERSION", () => {
   it("is package.json's version", () => {
     const pkg = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string };
     expect(SERVICE_VERSION).toBe(pkg.version);
+  });
+});
+
+describe("the test environment", () => {
+  it("refuses connections to anything but loopback", async () => {
+    expect(() => connect(9, "192.0.2.1")).toThrow("only loopback is allowed in tests");
+    const refused = await fetch("http://192.0.2.1:8081/").catch((err: unknown) => err);
+    expect(String((refused as { cause?: unknown }).cause)).toContain("only loopback is allowed in tests");
   });
 });
