@@ -1,0 +1,79 @@
+import { existsSync } from "node:fs";
+import { parse } from "yaml";
+import { readRepoFile, repoPath } from "../src/repo";
+
+interface Step {
+  uses?: string;
+  run?: string;
+  with?: Record<string, unknown>;
+}
+interface Job {
+  services?: Record<string, { image: string }>;
+  strategy?: { matrix?: Record<string, unknown[]> };
+  steps: Step[];
+}
+
+const workflow = parse(readRepoFile(".github", "workflows", "ci.yml")) as { jobs: Record<string, Job> };
+const dependabot = parse(readRepoFile(".github", "dependabot.yml")) as {
+  version: number;
+  updates: { "package-ecosystem": string; directory?: string; directories?: string[] }[];
+};
+
+describe(".github/workflows/ci.yml", () => {
+  it("runs the README's test command after a frozen install, lint, typecheck and build, with Postgres 16 beside it", () => {
+    const test = workflow.jobs.test as Job;
+    const runs = test.steps.map((s) => s.run).filter(Boolean);
+    expect(runs).toStrictEqual([
+      "npm install --global pnpm@12.21.0",
+      "pnpm install --frozen-lockfile",
+      "pnpm run build",
+      "pnpm run lint",
+      "pnpm run typecheck",
+      "pnpm test",
+    ]);
+    expect(test.services?.postgres?.image).toBe("postgres:16");
+    expect(test.strategy?.matrix?.node).toStrictEqual(["20", "22"]);
+  });
+
+  it("builds both images without pushing them", () => {
+    const images = workflow.jobs.images as Job;
+    expect(images.strategy?.matrix?.service).toStrictEqual(["todos", "decider"]);
+    const build = images.steps.find((s) => s.uses?.startsWith("docker/build-push-action@"));
+    expect(build?.with).toMatchObject({
+      context: ".",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub expression, not a JS template
+      file: "services/${{ matrix.service }}/Dockerfile",
+      push: false,
+    });
+  });
+
+  it("pins the pnpm the root package.json asks for", () => {
+    const rootPackage = JSON.parse(readRepoFile("package.json")) as {
+      packageManager?: string;
+      engines?: { pnpm?: string };
+    };
+    const pinned = rootPackage.engines?.pnpm ?? rootPackage.packageManager?.replace(/^pnpm@/, "");
+    expect(readRepoFile(".github", "workflows", "ci.yml")).toContain(`pnpm@${pinned}`);
+    expect(readRepoFile(".ci", "run")).toContain(`PNPM_VERSION=${pinned}`);
+  });
+});
+
+describe(".github/dependabot.yml", () => {
+  it("updates npm, both Dockerfiles, the compose files' images and the workflow actions, in folders that exist", () => {
+    expect(dependabot.version).toBe(2);
+    const byEcosystem = Object.fromEntries(
+      dependabot.updates.map((u) => [u["package-ecosystem"], u.directories ?? [u.directory]]),
+    );
+    expect(byEcosystem).toStrictEqual({
+      npm: ["/"],
+      docker: ["/services/todos", "/services/decider"],
+      "docker-compose": ["/", "/docker"],
+      "github-actions": ["/"],
+    });
+    for (const dir of Object.values(byEcosystem).flat()) {
+      expect({ dir, exists: existsSync(repoPath(String(dir))) }).toStrictEqual({ dir, exists: true });
+    }
+    expect(existsSync(repoPath("services/todos/Dockerfile"))).toBe(true);
+    expect(existsSync(repoPath("services/decider/Dockerfile"))).toBe(true);
+  });
+});
