@@ -21,6 +21,21 @@ export class AbortedError extends Error {
 }
 
 /**
+ * Bottleneck 2.19.5's in-process datastore yields to the event loop with `setTimeout(0)` around each of
+ * its operations, and Node gives a 0 ms timer a 1 ms floor: about 5 ms per scheduled call (measured with
+ * 300 sequential no-op jobs). Yielding with setImmediate keeps the same "let other work run first"
+ * semantics without the floor: 1.4 ms per call. `yieldLoop` is an internal of a pinned release that has not
+ * changed since 2019; if it is ever missing, Bottleneck simply keeps its own. The limiter tests check that
+ * concurrency and queueing still hold.
+ */
+function yieldWithoutTimerFloor(limiter: Bottleneck): void {
+  const store = (limiter as unknown as { _store?: { yieldLoop?: unknown } })._store;
+  if (store !== undefined && typeof store.yieldLoop === "function") {
+    store.yieldLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}
+
+/**
  * At most `maxInflight` upstream calls at once (Bottleneck) and at most `maxQueue` waiting. Admission is
  * by reservation: a request reserves every call it will make before any is queued, so one whose calls do
  * not all fit is refused whole. Bottleneck never retries; the malformed-output retries run inside a job.
@@ -35,6 +50,7 @@ export class UpstreamLimiter {
     readonly maxQueue: number,
   ) {
     this.bottleneck = new Bottleneck({ maxConcurrent: maxInflight });
+    yieldWithoutTimerFloor(this.bottleneck);
   }
 
   /** Whether a request of this many calls could ever be admitted, even with an empty queue. */
