@@ -10,6 +10,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
+import type { RequestHandler } from "express";
 import type { HttpMethod, OpenApiDocument } from "./openapi";
 import { toOpenApiPath } from "./openapi";
 
@@ -104,4 +105,93 @@ export async function validateOpenApi31(document: OpenApiDocument): Promise<Open
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+export interface RecordedResponse {
+  method: string;
+  /** The request path as sent, without the query string (`/users/u1/todos`). */
+  path: string;
+  status: number;
+  /** The JSON body the app sent (undefined when it sent none or not JSON). */
+  body: unknown;
+}
+
+/**
+ * Records every JSON response an app sends, so an API suite can check all its live responses against the
+ * OpenAPI document afterwards (`checkRecordedResponses`) without touching each test. Mount `middleware`
+ * first (before the routes); it wraps `res.json`, through which every JSON answer of these services goes.
+ */
+export function responseRecorder(): { middleware: RequestHandler; responses: RecordedResponse[] } {
+  const responses: RecordedResponse[] = [];
+  const middleware: RequestHandler = (req, res, next) => {
+    let body: unknown;
+    const json = res.json.bind(res);
+    res.json = (value: unknown) => {
+      body = value;
+      return json(value);
+    };
+    res.once("finish", () => {
+      responses.push({ method: req.method, path: req.originalUrl.split("?")[0] ?? "", status: res.statusCode, body });
+    });
+    next();
+  };
+  return { middleware, responses };
+}
+
+/** The document's path template a concrete request path falls under (`/users/u1/todos` -> `/users/{userId}/todos`). */
+export function documentPathOf(document: OpenApiDocument, method: string, path: string): string | undefined {
+  return Object.keys(document.paths).find((template) => {
+    if (document.paths[template]?.[method.toLowerCase()] === undefined) return false;
+    const pattern = template
+      .split(/\{[^}]+\}/)
+      .map((part) => part.replace(/[.*+?^$()|[\]\\]/g, "\\$&"))
+      .join("[^/]+");
+    return new RegExp(`^${pattern}$`).test(path);
+  });
+}
+
+/**
+ * Checks recorded responses against the document: every response of a documented operation must have a
+ * documented status and match its schema (responses to undocumented paths, such as probes of unknown URLs,
+ * are left out). Throws naming every mismatch; returns the `METHOD /template status` triples it checked,
+ * so a suite can assert which routes and statuses its tests covered.
+ */
+export function checkRecordedResponses(document: OpenApiDocument, responses: RecordedResponse[]): string[] {
+  const validate = openApiResponseValidator(document);
+  const covered = new Set<string>();
+  const problems: string[] = [];
+  for (const response of responses) {
+    const template = documentPathOf(document, response.method, response.path);
+    if (template === undefined) continue;
+    const method = response.method.toLowerCase() as HttpMethod;
+    const found = validate({ method, path: template, status: response.status, body: response.body });
+    if (found.length > 0) {
+      problems.push(`${response.method} ${response.path} ${response.status}: ${found.join("; ")}`);
+    }
+    covered.add(`${response.method} ${template} ${response.status}`);
+  }
+  if (problems.length > 0) {
+    throw new Error(`live responses that do not match the OpenAPI document:\n  ${problems.join("\n  ")}`);
+  }
+  return [...covered].sort();
+}
+
+/**
+ * The value of one sample in a Prometheus text exposition, found by name and by the labels given (others,
+ * such as `service`, may be present); undefined when no sample matches. The API suites read /metrics with it.
+ */
+export function metricSample(
+  exposition: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
+  for (const line of exposition.split("\n")) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (match === null || match[1] !== name) continue;
+    const found = Object.fromEntries(
+      [...(match[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]),
+    );
+    if (Object.entries(labels).every(([key, value]) => found[key] === value)) return Number(match[3]);
+  }
+  return undefined;
 }
