@@ -4,5 +4,6 @@ module.exports = {
   roots: ["<rootDir>/test"],
   testMatch: ["**/*.test.ts"],
   setupFiles: ["<rootDir>/test/setup/loopback-only.ts"],
+  setupFilesAfterEnv: ["<rootDir>/test/setup/openapi-responses.ts"],
   transform: { "^.+\\.ts$": ["@swc/jest"] },
 };

@@ -1,19 +1,32 @@
-import { accessLog, errorHandler, type Logger, notFoundHandler, requestId } from "@localdecider/service-kit";
-import express, { type Express } from "express";
+import {
+  accessLog,
+  buildOpenApiDocument,
+  docsRouter,
+  errorHandler,
+  type Logger,
+  type Metrics,
+  notFoundHandler,
+  type OpenApiDocument,
+  requestId,
+} from "@localdecider/service-kit";
+import express, { type Express, Router } from "express";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
 import { deciderError } from "./errors";
 import type { UpstreamLimiter } from "./limiter";
-import { type DeciderObserver, noopObserver } from "./observer";
-import { registerRoutes } from "./routes";
+import { createDeciderMetrics, fanOut } from "./metrics";
+import type { DeciderObserver } from "./observer";
+import { ROUTE_DOCS, registerRoutes } from "./routes";
 import type { ReadinessProbe } from "./upstream/readiness";
 import type { Upstream } from "./upstream/types";
+import { SERVICE_VERSION } from "./version";
 
 export interface AppDeps {
   upstream: Upstream;
   probe: ReadinessProbe;
   limiter: UpstreamLimiter;
   logger: Logger;
+  /** Sees every decider hook besides the app's own Prometheus series (tests record with one). */
   observer?: DeciderObserver;
   /** Shown by /ready. */
   upstreamAddress: string;
@@ -23,18 +36,42 @@ export interface AppDeps {
   malformedRetries: number;
   timeoutSeconds: number;
   bodyLimit: string | number;
+  /** Runs after request id and access log, before any route (tests mount a response recorder here). */
+  hooks?: { beforeRoutes?: (app: Express) => void };
 }
 
 export interface DeciderApp {
   app: Express;
   decider: Decider;
+  /** This app's own registry (served at /metrics), so test apps never share a global one. */
+  metrics: Metrics;
+  /** Served at /openapi.json, built from ROUTE_DOCS. */
+  openapi: OpenApiDocument;
+}
+
+/** The API description, from the same route table and contracts schemas the routes validate with. */
+export function buildDeciderOpenApi(): OpenApiDocument {
+  return buildOpenApiDocument({
+    info: {
+      title: "localdecider decider",
+      version: SERVICE_VERSION,
+      description:
+        "Calibrated answers from token logprobs of an OpenAI-compatible model server. GET /metrics (Prometheus), " +
+        "GET /openapi.json and GET /docs are open even when LOCALDECIDER_API_KEY is set.",
+    },
+    routes: ROUTE_DOCS,
+    securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", description: "LOCALDECIDER_API_KEY, when set" } },
+    security: [{ bearerAuth: [] }],
+  });
 }
 
 export function createApp(deps: AppDeps): DeciderApp {
+  const { metrics, observer } = createDeciderMetrics(deps.limiter);
+  const openapi = buildDeciderOpenApi();
   const decider = new Decider({
     upstream: deps.upstream,
     limiter: deps.limiter,
-    observer: deps.observer ?? noopObserver,
+    observer: deps.observer === undefined ? observer : fanOut(observer, deps.observer),
     logger: deps.logger,
     limits: deps.limits,
     malformedRetries: deps.malformedRetries,
@@ -46,6 +83,12 @@ export function createApp(deps: AppDeps): DeciderApp {
   // The SDK reads its request id from x-typesafe-request-id.
   app.use(requestId({ echoHeaders: ["x-typesafe-request-id"] }));
   app.use(accessLog(deps.logger));
+  app.use(metrics.httpMiddleware);
+  deps.hooks?.beforeRoutes?.(app);
+  // Operational endpoints, outside /v1 and so outside the bearer check: they reveal no secrets (no keys,
+  // no request content), and Prometheus and browsers should not need the API key.
+  app.use(docsRouter(openapi));
+  app.use(operationsRouter(metrics));
   registerRoutes(app, {
     decider,
     probe: deps.probe,
@@ -56,5 +99,12 @@ export function createApp(deps: AppDeps): DeciderApp {
   });
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));
   app.use(errorHandler({ logger: deps.logger, internalCode: "internal_error" }));
-  return { app, decider };
+  return { app, decider, metrics, openapi };
+}
+
+/** GET /metrics, in a router of its own so the app's route list stays exactly ROUTE_DOCS. */
+function operationsRouter(metrics: Metrics): Router {
+  const router = Router();
+  router.get("/metrics", metrics.handler);
+  return router;
 }

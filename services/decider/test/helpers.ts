@@ -7,6 +7,7 @@ import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { ModelListProbe } from "../src/upstream/readiness";
 import { FakeUpstream, type Flavour } from "./fake-upstream/server";
+import { recorder } from "./setup/openapi-responses";
 
 /** Counts every observer hook, so tests can see retries, rejections and token totals. */
 export class RecordingObserver implements DeciderObserver {
@@ -85,6 +86,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     malformedRetries: options.malformedRetries ?? 2,
     timeoutSeconds,
     bodyLimit: options.bodyLimit ?? "1mb",
+    hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });
   return {
     fake,

@@ -1,0 +1,99 @@
+import { Counter, createMetrics, Gauge, Histogram, type Metrics } from "@localdecider/service-kit";
+import type { UpstreamLimiter } from "./limiter";
+import type { DeciderObserver, UpstreamOutcome } from "./observer";
+
+/**
+ * Upstream call latency buckets in seconds: a small CPU model answers in tenths of a second to tens of
+ * seconds; the top bucket is past the default LOCALDECIDER_TIMEOUT.
+ */
+const UPSTREAM_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
+
+export interface DeciderMetrics {
+  /** The kit's registry, HTTP middleware and /metrics handler. */
+  metrics: Metrics;
+  /** Feeds the decider's hooks into the series below. */
+  observer: DeciderObserver;
+}
+
+/**
+ * The decider's Prometheus series on a registry of its own (one per app, so test apps never share one).
+ * The queue gauges are read from the limiter when scraped rather than kept in step with it.
+ */
+export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): DeciderMetrics {
+  const metrics = createMetrics({ service: "decider" });
+  const registers = [metrics.registry];
+  new Gauge({
+    name: "decider_queue_length",
+    help: "Upstream calls admitted and waiting for a free slot (counts toward LOCALDECIDER_MAX_QUEUE).",
+    registers,
+    collect() {
+      this.set(limiter.counts().queued);
+    },
+  });
+  new Gauge({
+    name: "decider_upstream_inflight",
+    help: "Upstream calls running now (at most LOCALDECIDER_MAX_INFLIGHT).",
+    registers,
+    collect() {
+      this.set(limiter.counts().running);
+    },
+  });
+  const upstreamDuration = new Histogram({
+    name: "decider_upstream_call_duration_seconds",
+    help: "Duration of each call to the model server, by outcome (ok, malformed, error, timeout, aborted).",
+    labelNames: ["outcome"] as const,
+    buckets: UPSTREAM_BUCKETS,
+    registers,
+  });
+  const tokens = new Counter({
+    name: "decider_tokens_total",
+    help: "Tokens the model server reported, by direction (input = prompt, output = completion).",
+    labelNames: ["direction"] as const,
+    registers,
+  });
+  const malformedRetries = new Counter({
+    name: "decider_malformed_retries_total",
+    help: "Upstream calls repeated because the model's output did not parse.",
+    registers,
+  });
+  const queueRejected = new Counter({
+    name: "decider_queue_rejected_total",
+    help: "Requests refused with 429 because their upstream calls would overflow the queue.",
+    registers,
+  });
+  // Every outcome shows from the first scrape, at 0, so rate() and alerts work before the first failure.
+  for (const outcome of ["ok", "malformed", "error", "timeout", "aborted"] satisfies UpstreamOutcome[]) {
+    upstreamDuration.zero({ outcome });
+  }
+  tokens.inc({ direction: "input" }, 0);
+  tokens.inc({ direction: "output" }, 0);
+
+  const observer: DeciderObserver = {
+    upstreamCall: (durationMs, outcome) => upstreamDuration.observe({ outcome }, durationMs / 1000),
+    tokens: (input, output) => {
+      tokens.inc({ direction: "input" }, input);
+      tokens.inc({ direction: "output" }, output);
+    },
+    malformedRetry: () => malformedRetries.inc(),
+    queueRejected: () => queueRejected.inc(),
+  };
+  return { metrics, observer };
+}
+
+/** Calls every observer in turn: the metrics one, plus any the caller passed (tests record with one). */
+export function fanOut(...observers: DeciderObserver[]): DeciderObserver {
+  return {
+    upstreamCall: (ms, outcome) => {
+      for (const o of observers) o.upstreamCall(ms, outcome);
+    },
+    tokens: (input, output) => {
+      for (const o of observers) o.tokens(input, output);
+    },
+    malformedRetry: () => {
+      for (const o of observers) o.malformedRetry();
+    },
+    queueRejected: () => {
+      for (const o of observers) o.queueRejected();
+    },
+  };
+}
