@@ -3,22 +3,35 @@ import {
   AppError,
   accessLog,
   bodyParserErrorType,
+  buildOpenApiDocument,
+  docsRouter,
   errorHandler,
   jsonBody,
   type Logger,
   notFoundHandler,
+  type OpenApiDocument,
   requestId,
 } from "@localdecider/service-kit";
 import express, { type ErrorRequestHandler, type Express } from "express";
 import { type RouteDefinition, todoRoutes } from "./http/todo-routes";
+import { createTodosMetrics, type TodosMetrics } from "./metrics";
 import type { TodoRepository } from "./storage/repository";
 
 /** Bodies above this get 413 (issue 2: 64 KiB). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
+/** Shown in /openapi.json; a test pins it to package.json. */
+export const SERVICE_VERSION = "0.1.0";
+
 export interface AppDeps {
   repository: TodoRepository;
   logger: Logger;
+  /**
+   * The app's Prometheus series, served at /metrics. Create it with createTodosMetrics() before opening
+   * storage and pass its onQuery/watchPool to openStorage; when omitted the app makes its own (HTTP series
+   * only, no database ones).
+   */
+  metrics?: TodosMetrics;
   /**
    * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
    * access log and before any route (metrics middleware, /metrics, /docs); `onRoute` sees each route as it
@@ -71,8 +84,23 @@ function mapKnownError(err: unknown): AppError | undefined {
   return undefined;
 }
 
+/** The API description, from the same route table and contracts schemas the routes validate with. */
+export function buildTodosOpenApi(routes: RouteDefinition[]): OpenApiDocument {
+  return buildOpenApiDocument({
+    info: {
+      title: "localdecider todos",
+      version: SERVICE_VERSION,
+      description:
+        "Per-user todo lists. GET /metrics (Prometheus), GET /openapi.json and GET /docs are not listed here.",
+    },
+    routes,
+  });
+}
+
 export function createApp(deps: AppDeps): Express {
   const { logger } = deps;
+  const metrics = deps.metrics ?? createTodosMetrics();
+  const routes = todoRoutes(deps.repository);
   const app = express();
   app.disable("x-powered-by");
   // Repeated parameters arrive as arrays and are rejected by validation; no nested objects.
@@ -80,11 +108,14 @@ export function createApp(deps: AppDeps): Express {
 
   app.use(requestId());
   app.use(accessLog(logger));
+  app.use(metrics.metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
+  app.get("/metrics", metrics.metrics.handler);
+  app.use(docsRouter(buildTodosOpenApi(routes)));
 
   // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
   const parseJson = jsonBody({ limit: BODY_LIMIT_BYTES });
-  for (const route of todoRoutes(deps.repository)) {
+  for (const route of routes) {
     deps.hooks?.onRoute?.(route);
     if (route.body === undefined) app[route.method](route.path, route.handler);
     else app[route.method](route.path, parseJson, route.handler);

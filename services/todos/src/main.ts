@@ -1,6 +1,7 @@
 import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { configSchema } from "./config";
+import { createTodosMetrics } from "./metrics";
 import { openStorage } from "./storage/open-storage";
 
 /**
@@ -10,13 +11,17 @@ import { openStorage } from "./storage/open-storage";
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "todos", level: config.LOG_LEVEL });
+  // Created before storage, which reports query timings and its pool to it.
+  const metrics = createTodosMetrics();
   const repository = await openStorage({
+    onQuery: metrics.onQuery,
+    onPool: metrics.watchPool,
     databaseUrl: config.DATABASE_URL,
     dataDir: config.TODOS_DATA_DIR,
     onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
   });
   logger.info("storage ready", { storage: repository.kind });
-  const running = await serve(createApp({ repository, logger }), {
+  const running = await serve(createApp({ repository, logger, metrics }), {
     host: config.TODOS_HOST,
     port: config.TODOS_PORT,
     logger,

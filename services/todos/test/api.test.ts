@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { checkRecordedResponses } from "@localdecider/service-kit/dist/test-utils";
 import request from "supertest";
+import { recorder, todosOpenApi } from "./setup/openapi-responses";
 import { buildApp, STORAGE_MODES, type StorageLocation, type TestApp } from "./support/storage-modes";
 
 const ISO = expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
@@ -551,4 +553,30 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
       expect(created.headers["x-request-id"]).toEqual(UUID);
     });
   });
+});
+
+// Every response above was checked against /openapi.json (setup/openapi-responses.ts); these are the routes
+// and statuses the suite covered. The database failures (GET /ready 503, storage 500s) are in outage.test.ts.
+afterAll(() => {
+  expect(checkRecordedResponses(todosOpenApi(), recorder.responses)).toStrictEqual([
+    "DELETE /users/{userId}/todos/{itemId} 200",
+    "DELETE /users/{userId}/todos/{itemId} 400",
+    "DELETE /users/{userId}/todos/{itemId} 404",
+    "GET /health 200",
+    "GET /ready 200",
+    "GET /users/{userId}/todos 200",
+    "GET /users/{userId}/todos 400",
+    "GET /v1/user/{userId}/todos 200",
+    "GET /v1/user/{userId}/todos 400",
+    "POST /users/{userId}/todos 201",
+    "POST /users/{userId}/todos 400",
+    "POST /users/{userId}/todos 413",
+    "POST /users/{userId}/todos 415",
+    "POST /users/{userId}/todos 500",
+    "PUT /users/{userId}/todos/{itemId} 200",
+    "PUT /users/{userId}/todos/{itemId} 400",
+    "PUT /users/{userId}/todos/{itemId} 404",
+    "PUT /users/{userId}/todos/{itemId} 413",
+    "PUT /users/{userId}/todos/{itemId} 500",
+  ]);
 });

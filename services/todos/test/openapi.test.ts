@@ -18,8 +18,8 @@ describe("the route table as an OpenAPI document", () => {
       "GET /ready 200,503",
       "GET /users/{userId}/todos 200,400,500",
       "GET /v1/user/{userId}/todos 200,400,500",
-      "POST /users/{userId}/todos 201,400,413,500",
-      "PUT /users/{userId}/todos/{itemId} 200,400,404,413,500",
+      "POST /users/{userId}/todos 201,400,413,415,500",
+      "PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,500",
     ]);
   });
 });

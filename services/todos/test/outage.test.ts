@@ -1,4 +1,6 @@
+import { checkRecordedResponses, metricSample } from "@localdecider/service-kit/dist/test-utils";
 import request from "supertest";
+import { recorder, todosOpenApi } from "./setup/openapi-responses";
 import { ADMIN_URL, createTestDatabase, type TestDatabase } from "./support/postgres";
 import { buildApp, type TestApp } from "./support/storage-modes";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy";
@@ -44,5 +46,18 @@ describe("GET /ready and the API when PostgreSQL goes away (cut by a TCP proxy)"
     const after = await request(t.app).get(`/users/${user}/todos`).expect(200);
     expect(after.body).toStrictEqual({ todoItems: [before.body.todoItem] });
     await request(t.app).post(`/users/${user}/todos`).send({ title: "after" }).expect(201);
+
+    // The failed queries show in the database histogram by outcome.
+    const metrics = (await request(t.app).get("/metrics").expect(200)).text;
+    const failed = (operation: string) =>
+      metricSample(metrics, "todos_db_query_duration_seconds_count", { operation, outcome: "error" });
+    expect([failed("$queryRaw"), failed("todoItem.findMany"), failed("todoItem.create")]).toStrictEqual([1, 1, 1]);
   });
+});
+
+// The failure answers match /openapi.json too (every response is checked by setup/openapi-responses.ts).
+afterAll(() => {
+  expect(checkRecordedResponses(todosOpenApi(), recorder.responses)).toEqual(
+    expect.arrayContaining(["GET /ready 503", "GET /users/{userId}/todos 500", "POST /users/{userId}/todos 500"]),
+  );
 });

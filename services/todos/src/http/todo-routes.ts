@@ -32,6 +32,7 @@ const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired sur
 const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
 const BAD_BODY = error("Body null or not an object (`{ error }` only), or field problems (with `details`)");
 const TOO_LARGE = error("Body over 64 KiB");
+const UNSUPPORTED = error("Body in a Content-Encoding or charset the service cannot read");
 const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
 const INTERNAL = error("Unexpected failure, a storage failure included");
 const UserParams = z.object({ userId: UserId });
@@ -125,6 +126,7 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
         },
         400: BAD_BODY,
         413: TOO_LARGE,
+        415: UNSUPPORTED,
         500: MALFORMED,
       },
       handler: async (req, res) => {
@@ -148,6 +150,7 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
         400: BAD_BODY,
         404: NOT_FOUND,
         413: TOO_LARGE,
+        415: UNSUPPORTED,
         500: MALFORMED,
       },
       handler: async (req, res) => {

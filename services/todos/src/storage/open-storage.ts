@@ -34,6 +34,8 @@ export interface StorageOptions {
   onQuery?: QueryObserver | undefined;
   /** Reports errors of idle pooled connections (the pool replaces them); they never crash the process. */
   onPoolError?: ((err: Error) => void) | undefined;
+  /** Sees the Postgres connection pool once it exists (metrics read its figures); not called for PGlite. */
+  onPool?: ((pool: pg.Pool) => void) | undefined;
 }
 
 /** Migrates the database, then builds the repository over it. Migration failures reject: do not start. */
@@ -44,12 +46,18 @@ export async function openStorage(options: StorageOptions): Promise<TodoReposito
 async function openPostgres(databaseUrl: string, options: StorageOptions): Promise<TodoRepository> {
   await migratePostgres(databaseUrl);
   const onPoolError = options.onPoolError ?? (() => undefined);
-  // The adapter owns the pool (it ends it on $disconnect). Its error listeners matter: without one, an idle
-  // connection's error (database restarted, proxy cut) would crash the process.
-  const adapter = new PrismaPg(
-    { connectionString: databaseUrl, ...POOL_SETTINGS },
-    { onPoolError, onConnectionError: onPoolError },
-  );
+  // The pool is built here (the same settings the adapter would use) so its figures can be read for metrics;
+  // disposeExternalPool keeps the adapter ending it on $disconnect. The adapter's error listeners matter:
+  // without one, an idle connection's error (database restarted, proxy cut) would crash the process.
+  const pool = new pg.Pool({ connectionString: databaseUrl, ...POOL_SETTINGS });
+  options.onPool?.(pool);
+  // The cast only bridges two @types/pg releases (ours and the adapter's); at run time both load the same pg
+  // 8.23.1, which the adapter's `instanceof pg.Pool` check needs.
+  const adapter = new PrismaPg(pool as unknown as ConstructorParameters<typeof PrismaPg>[0], {
+    onPoolError,
+    onConnectionError: onPoolError,
+    disposeExternalPool: true,
+  });
   const prisma = new PrismaClient({ adapter });
   return new PrismaTodoRepository({
     prisma,

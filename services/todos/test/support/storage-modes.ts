@@ -4,8 +4,10 @@ import path from "node:path";
 import { createLogger, type Logger } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { createApp } from "../../src/app";
+import { createTodosMetrics } from "../../src/metrics";
 import { openStorage, type StorageOptions } from "../../src/storage/open-storage";
 import type { TodoRepository } from "../../src/storage/repository";
+import { recorder } from "../setup/openapi-responses";
 import { createTestDatabase } from "./postgres";
 
 /** Where a storage mode keeps its data for one test file, and how to throw it away afterwards. */
@@ -45,7 +47,15 @@ export interface TestApp {
   repository: TodoRepository;
 }
 
+/** The app as main.ts wires it (metrics fed by storage), its responses recorded for the OpenAPI check. */
 export async function buildApp(options: StorageOptions): Promise<TestApp> {
-  const repository = await openStorage(options);
-  return { app: createApp({ repository, logger: silentLogger }), repository };
+  const metrics = createTodosMetrics();
+  const repository = await openStorage({ ...options, onQuery: metrics.onQuery, onPool: metrics.watchPool });
+  const app = createApp({
+    repository,
+    logger: silentLogger,
+    metrics,
+    hooks: { beforeRoutes: (a) => a.use(recorder.middleware) },
+  });
+  return { app, repository };
 }
