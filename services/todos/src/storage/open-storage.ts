@@ -5,6 +5,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client";
+import { lockDataDir } from "./data-dir-lock";
 import { loadMigrations, type MigrationConnection, migrate } from "./migrate";
 import { PrismaTodoRepository } from "./prisma-repository";
 import type { QueryObserver, TodoRepository } from "./repository";
@@ -91,15 +92,27 @@ export async function migratePostgres(databaseUrl: string): Promise<string[]> {
 async function openPglite(options: StorageOptions): Promise<TodoRepository> {
   const dataDir = path.resolve(options.dataDir);
   await mkdir(dataDir, { recursive: true });
-  const db = await PGlite.create(dataDir);
+  // One process per directory: a second one would silently lose writes (see data-dir-lock.ts).
+  const unlock = await lockDataDir(dataDir);
+  let db: PGlite | undefined;
   try {
+    db = await PGlite.create(dataDir);
     await migratePglite(db);
   } catch (err) {
-    await db.close();
+    await db?.close();
+    await unlock();
     throw err;
   }
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(db) });
-  return new PrismaTodoRepository({ prisma, kind: "pglite", release: () => db.close(), onQuery: options.onQuery });
+  const opened = db;
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(opened) });
+  const release = async () => {
+    try {
+      await opened.close();
+    } finally {
+      await unlock();
+    }
+  };
+  return new PrismaTodoRepository({ prisma, kind: "pglite", release, onQuery: options.onQuery });
 }
 
 export async function migratePglite(db: PGlite): Promise<string[]> {
