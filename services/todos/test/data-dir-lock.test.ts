@@ -81,31 +81,43 @@ describe("the PGlite data directory lock", () => {
   it("when another live process holds the lock, taking it fails and leaves that lock untouched", async () => {
     const other = liveProcess();
     try {
-      await writeFile(path.join(dir, LOCK_FILE), `${other.pid}\n`);
-      await expect(lockDataDir(dir)).rejects.toThrow(`is in use by process ${other.pid}`);
-      expect(await readFile(path.join(dir, LOCK_FILE), "utf8")).toBe(`${other.pid}\n`);
+      await writeFile(path.join(dir, LOCK_FILE), `${os.hostname()} ${other.pid}\n`);
+      await expect(lockDataDir(dir)).rejects.toThrow(`is in use by process ${other.pid}.`);
+      expect(await readFile(path.join(dir, LOCK_FILE), "utf8")).toBe(`${os.hostname()} ${other.pid}\n`);
     } finally {
       other.kill();
     }
   });
 
   it("when the lock was left by a process that has died, it is taken over and released again", async () => {
-    await writeFile(path.join(dir, LOCK_FILE), `${await deadPid()}\n`);
+    await writeFile(path.join(dir, LOCK_FILE), `${os.hostname()} ${await deadPid()}\n`);
     const release = await lockDataDir(dir);
-    expect(await readFile(path.join(dir, LOCK_FILE), "utf8")).toBe(`${process.pid}\n`);
+    expect(await readFile(path.join(dir, LOCK_FILE), "utf8")).toBe(`${os.hostname()} ${process.pid}\n`);
     await release();
     expect(existsSync(path.join(dir, LOCK_FILE))).toBe(false);
+  });
+
+  it("when the lock names this process's own PID but this process does not hold it (a restarted container is PID 1 again), it is stale and taken over", async () => {
+    await writeFile(path.join(dir, LOCK_FILE), `${os.hostname()} ${process.pid}\n`);
+    const release = await lockDataDir(dir);
+    await expect(lockDataDir(dir)).rejects.toThrow(DataDirLockedError);
+    await release();
+  });
+
+  it("when the lock belongs to another host (a container sharing the volume), it counts as held and the error names that host", async () => {
+    await writeFile(path.join(dir, LOCK_FILE), `other-host-${os.hostname()} 1\n`);
+    await expect(lockDataDir(dir)).rejects.toThrow(`is in use by process 1 on other-host-${os.hostname()}.`);
   });
 
   it("when the lock file holds no process id, it counts as stale and is taken over", async () => {
     await writeFile(path.join(dir, LOCK_FILE), "not a pid");
     const release = await lockDataDir(dir);
-    expect(await readFile(path.join(dir, LOCK_FILE), "utf8")).toBe(`${process.pid}\n`);
+    expect(await readFile(path.join(dir, LOCK_FILE), "utf8")).toBe(`${os.hostname()} ${process.pid}\n`);
     await release();
   });
 
   it("when several contenders race for a stale lock, exactly one wins", async () => {
-    await writeFile(path.join(dir, LOCK_FILE), `${await deadPid()}\n`);
+    await writeFile(path.join(dir, LOCK_FILE), `${os.hostname()} ${await deadPid()}\n`);
     // Separate processes, so that each one's liveness check sees the others as live owners.
     const lockModule = path.join(__dirname, "..", "dist", "storage", "data-dir-lock.js");
     // The winner holds the lock until the test closes its stdin, i.e. until every contender has answered.
