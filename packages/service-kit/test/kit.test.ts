@@ -5,6 +5,7 @@ import winston from "winston";
 import { z } from "zod";
 import {
   AppError,
+  accessLog,
   ConfigError,
   createLogger,
   currentRequestId,
@@ -64,6 +65,42 @@ describe("requestId + jsonBody", () => {
     const { logger } = captureLogger();
     const res = await request(appWith(logger)).post("/echo").set("x-request-id", "bad id\twith spaces").send({});
     expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe("accessLog", () => {
+  function loggedApp(logger: winston.Logger) {
+    const app = express();
+    app.use(requestId());
+    app.use(accessLog(logger));
+    app.get("/items/:id", (_req, res) => {
+      res.status(201).json({ ok: true });
+    });
+    return app;
+  }
+
+  it("writes one http line with id, method, path without query and status when the level shows http", async () => {
+    const { logger, lines } = captureLogger();
+    await request(loggedApp(logger)).get("/items/7?secret=1").set("x-request-id", "req-1").expect(201);
+    const access = lines.filter((l) => l.message === "request");
+    expect(access).toHaveLength(1);
+    expect(access[0]).toMatchObject({
+      level: "http",
+      requestId: "req-1",
+      method: "GET",
+      path: "/items/7",
+      status: 201,
+    });
+    expect(typeof access[0]?.durationMs).toBe("number");
+  });
+
+  it("does not build or hand a line to winston when the level is above http", async () => {
+    const { logger, lines } = captureLogger();
+    logger.level = "info";
+    const http = jest.spyOn(logger, "http");
+    await request(loggedApp(logger)).get("/items/7").expect(201);
+    expect(http).not.toHaveBeenCalled();
+    expect(lines).toStrictEqual([]);
   });
 });
 
