@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { openStorage } from "../src/storage/open-storage";
-import type { TodoRepository } from "../src/storage/repository";
+import type { TodoRecord, TodoRepository } from "../src/storage/repository";
+
 import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
+import { STORAGE_MODES, type StorageLocation } from "./support/storage-modes";
 
 describe("PrismaTodoRepository on PostgreSQL", () => {
   let db: TestDatabase;
@@ -108,3 +110,35 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     expect(after).toBe(0);
   });
 });
+
+describe.each(STORAGE_MODES)("PrismaTodoRepository.list on $name", (mode) => {
+  let location: StorageLocation;
+  let repository: TodoRepository;
+
+  beforeAll(async () => {
+    location = await mode.locate();
+    repository = await openStorage(location.options);
+  });
+
+  afterAll(async () => {
+    await repository?.close();
+    await location?.dispose();
+  });
+
+  it("when items exist, returns exactly the records create returned (Date timestamps), oldest first, paged", async () => {
+    const user = `types-${randomUUID()}`;
+    const first = await repository.create(user, { title: "first", completed: false });
+    const second = await repository.create(user, { title: "second", completed: true });
+    const third = await repository.create(user, { title: "third", completed: false });
+    await repository.create(`other-${randomUUID()}`, { title: "not mine", completed: false });
+    const all = await repository.list(user);
+    expect(all).toStrictEqual([first, second, third].sort((a, b) => order(a, b)));
+    expect(all[0]?.createdAt).toBeInstanceOf(Date);
+    expect(await repository.list(user, { limit: 2, offset: 1 })).toStrictEqual(all.slice(1, 3));
+    expect(await repository.list(user, { limit: 1, offset: 3 })).toStrictEqual([]);
+  });
+});
+
+function order(a: TodoRecord, b: TodoRecord): number {
+  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}

