@@ -5,6 +5,11 @@ export interface AppErrorOptions {
   details?: unknown[];
   /** Extra response headers, e.g. `Retry-After` or `WWW-Authenticate`. */
   headers?: Record<string, string>;
+  /**
+   * Level of the error middleware's log line. Default: `error` for 5xx, `info` otherwise. Set it where the
+   * status and the fault disagree, e.g. a 500 that a contract fixes for what is really a client mistake.
+   */
+  logLevel?: "error" | "warn" | "info";
   cause?: unknown;
 }
 
@@ -17,6 +22,7 @@ export class AppError extends Error {
   readonly code: string | undefined;
   readonly details: unknown[] | undefined;
   readonly headers: Record<string, string>;
+  readonly logLevel: "error" | "warn" | "info";
 
   constructor(status: number, message: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -25,6 +31,7 @@ export class AppError extends Error {
     this.code = options.code;
     this.details = options.details;
     this.headers = options.headers ?? {};
+    this.logLevel = options.logLevel ?? (status >= 500 ? "error" : "info");
   }
 
   toBody(): { error: string; code?: string; details?: unknown[] } {

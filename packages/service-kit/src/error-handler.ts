@@ -58,8 +58,7 @@ export function errorHandler(options: ErrorHandlerOptions): ErrorRequestHandler 
     }
     const known = err instanceof AppError ? err : (options.map?.(err) ?? mapBodyParserError(err));
     if (known) {
-      const level = known.status >= 500 ? "error" : "info";
-      logger.log(level, "request failed", {
+      logger.log(known.logLevel, "request failed", {
         requestId: res.locals.requestId,
         status: known.status,
         code: known.code,

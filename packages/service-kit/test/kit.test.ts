@@ -44,6 +44,12 @@ function appWith(logger: winston.Logger) {
   app.get("/fail", () => {
     throw new AppError(409, "Conflict here", { code: "conflict", details: [{ path: "x", message: "y" }] });
   });
+  app.get("/contract-500", () => {
+    throw new AppError(500, "Internal server error", { logLevel: "warn" });
+  });
+  app.get("/upstream-502", () => {
+    throw new AppError(502, "Bad gateway");
+  });
   app.get("/boom", () => {
     throw new Error("secret internals");
   });
@@ -114,6 +120,19 @@ describe("errorHandler", () => {
       code: "conflict",
       details: [{ path: "x", message: "y" }],
     });
+  });
+
+  it("logs a 5xx AppError at error and a 4xx at info, unless the error names its own level", async () => {
+    const { logger, lines } = captureLogger();
+    const app = appWith(logger);
+    await request(app).get("/upstream-502").expect(502);
+    await request(app).get("/fail").expect(409);
+    await request(app).get("/contract-500").expect(500, { error: "Internal server error" });
+    expect(lines.filter((l) => l.message === "request failed").map((l) => [l.level, l.status])).toStrictEqual([
+      ["error", 502],
+      ["info", 409],
+      ["warn", 500],
+    ]);
   });
 
   it("answers an unknown throw with a generic 500 and logs the stack", async () => {

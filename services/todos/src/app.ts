@@ -12,7 +12,7 @@ import {
   type OpenApiDocument,
   requestId,
 } from "@localdecider/service-kit";
-import express, { type ErrorRequestHandler, type Express } from "express";
+import express, { type Express } from "express";
 import { type RouteDefinition, todoRoutes } from "./http/todo-routes";
 import { createTodosMetrics, type TodosMetrics } from "./metrics";
 import type { TodoRepository } from "./storage/repository";
@@ -43,26 +43,13 @@ export interface AppDeps {
   };
 }
 
-/**
- * The seed documents a 500 `{ error: "Internal server error" }` for a body that is not JSON. That is kept,
- * but it is the client's fault, so it is logged as a client error (warn) instead of as a server fault.
- */
-function malformedJsonAs500(logger: Logger): ErrorRequestHandler {
-  return (err, _req, res, next) => {
-    if (bodyParserErrorType(err) !== "entity.parse.failed") {
-      next(err);
-      return;
-    }
-    logger.warn("request body is not valid JSON (client error, answered 500 as the seed documents)", {
-      requestId: res.locals.requestId,
-    });
-    res.status(500).json({ error: TODO_MESSAGES.internal });
-  };
-}
-
 /** Known failures as todos error bodies, which carry no `code` (the seed fixes them to `{ error }`). */
 function mapKnownError(err: unknown): AppError | undefined {
   switch (bodyParserErrorType(err)) {
+    // The seed documents a 500 `{ error: "Internal server error" }` for a body that is not JSON. That is
+    // kept, but it is the client's fault, so it is logged as a client error (warn), not as a server fault.
+    case "entity.parse.failed":
+      return new AppError(500, TODO_MESSAGES.internal, { logLevel: "warn", cause: err });
     case "entity.too.large":
       return new AppError(413, TODO_MESSAGES.tooLarge);
     case "encoding.unsupported":
@@ -122,7 +109,6 @@ export function createApp(deps: AppDeps): Express {
   }
 
   app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));
-  app.use(malformedJsonAs500(logger));
   app.use(errorHandler({ logger, map: mapKnownError, internalMessage: TODO_MESSAGES.internal }));
   return app;
 }
