@@ -7,3 +7,4 @@ export * from "./metrics";
 export * from "./openapi";
 export * from "./request-context";
 export * from "./serve";
+export * from "./validation-details";

@@ -14,6 +14,7 @@ import {
   loadConfig,
   requestId,
   serve,
+  validationDetails,
 } from "../src";
 
 function captureLogger() {
@@ -195,5 +196,22 @@ describe("serve", () => {
     await expect(pending).resolves.toStrictEqual({ done: true });
     await closing;
     expect(closed).toBe(true);
+  });
+});
+
+describe("validationDetails", () => {
+  it("gives dotted paths, names the root as asked, and explains a bad record key by its key schema", () => {
+    const schema = z.object({ items: z.record(z.string().regex(/^[a-z]+$/, "lowercase letters only"), z.number()) });
+    const nested = schema.safeParse({ items: { ok: "one", BAD: 2 } });
+    expect(nested.success).toBe(false);
+    if (nested.success) return;
+    expect(validationDetails(nested.error, { root: "body" })).toStrictEqual([
+      { path: "items.ok", message: "Invalid input: expected number, received string" },
+      { path: "items.BAD", message: "lowercase letters only" },
+    ]);
+    const whole = schema.safeParse(null);
+    if (whole.success) return;
+    expect(validationDetails(whole.error, { root: "" }).map((d) => d.path)).toStrictEqual([""]);
+    expect(validationDetails(whole.error, { root: "body" }).map((d) => d.path)).toStrictEqual(["body"]);
   });
 });

@@ -1,21 +1,7 @@
-import {
-  ItemId,
-  PAGE_LIMIT_MAX,
-  TODO_MESSAGES,
-  TodoListQuery,
-  type TodosErrorBody,
-  UserId,
-} from "@localdecider/contracts";
-import { AppError } from "@localdecider/service-kit";
+import { ItemId, PAGE_LIMIT_MAX, TODO_MESSAGES, TodoListQuery, UserId } from "@localdecider/contracts";
+import { AppError, validationDetails } from "@localdecider/service-kit";
 import type { z } from "zod";
 import type { Page } from "../storage/repository";
-
-type Details = NonNullable<TodosErrorBody["details"]>;
-
-/** zod issues as the API's `details`: dotted path ("" for the body as a whole) and a message. */
-function toDetails(error: z.ZodError): Details {
-  return error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message }));
-}
 
 export function parseUserId(raw: unknown): string {
   const result = UserId.safeParse(raw);
@@ -43,14 +29,16 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infe
     throw new AppError(400, TODO_MESSAGES.invalidBody);
   }
   const result = schema.safeParse(body);
-  if (!result.success) throw new AppError(400, TODO_MESSAGES.invalidBody, { details: toDetails(result.error) });
+  if (!result.success)
+    throw new AppError(400, TODO_MESSAGES.invalidBody, { details: validationDetails(result.error, { root: "" }) });
   return result.data;
 }
 
 /** The page asked for, or undefined for the whole list. */
 export function parsePage(query: unknown): Page | undefined {
   const result = TodoListQuery.safeParse(query ?? {});
-  if (!result.success) throw new AppError(400, TODO_MESSAGES.invalidQuery, { details: toDetails(result.error) });
+  if (!result.success)
+    throw new AppError(400, TODO_MESSAGES.invalidQuery, { details: validationDetails(result.error, { root: "" }) });
   const { limit, page } = result.data;
   if (limit === undefined && page === undefined) return undefined;
   const size = limit ?? PAGE_LIMIT_MAX;
