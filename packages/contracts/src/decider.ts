@@ -138,6 +138,7 @@ export const DECIDER_ERROR_STATUS = {
   upstream_unreachable: 502,
   upstream_error: 502,
   upstream_malformed: 502,
+  no_logprobs: 502,
   upstream_busy: 503,
   model_unavailable: 503,
   backend_not_ready: 503,

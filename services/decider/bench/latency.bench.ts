@@ -59,7 +59,7 @@ async function main(): Promise<void> {
   const fake = new FakeUpstream({ flavour: "llama", models: ["bench-model"] });
   const upstream = await fake.start();
   const logger = createLogger({ service: "decider-bench", level: "silent" });
-  const limiter = new UpstreamLimiter(2, 64);
+  const limiter = new UpstreamLimiter(2, 256);
   const baseURL = upstreamBaseURL(upstream);
   const { app } = createApp({
     upstream: new OpenAIUpstream({
@@ -67,7 +67,6 @@ async function main(): Promise<void> {
       model: "bench-model",
       apiKey: undefined,
       timeoutMs: 30_000,
-      maxOutputTokens: 2048,
     }),
     probe: new ModelListProbe({ baseURL, model: "bench-model", apiKey: undefined, timeoutMs: 5000 }),
     limiter,
@@ -78,6 +77,7 @@ async function main(): Promise<void> {
     limits: { questionsPerCall: 16, outcomesPerCall: 128 },
     malformedRetries: 2,
     timeoutSeconds: 30,
+    allowNoLogprobs: false,
     bodyLimit: "1mb",
   });
   const running = await serve(app, { host: "127.0.0.1", port: 0, logger });

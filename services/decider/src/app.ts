@@ -17,6 +17,7 @@ import type { UpstreamLimiter } from "./limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
 import { ROUTE_DOCS, registerRoutes } from "./routes";
+import { ModelGate } from "./upstream/model-gate";
 import type { ReadinessProbe } from "./upstream/readiness";
 import type { Upstream } from "./upstream/types";
 import { SERVICE_VERSION } from "./version";
@@ -35,6 +36,8 @@ export interface AppDeps {
   limits: Limits;
   malformedRetries: number;
   timeoutSeconds: number;
+  /** LOCALDECIDER_ALLOW_NO_LOGPROBS. */
+  allowNoLogprobs: boolean;
   bodyLimit: string | number;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
@@ -68,7 +71,10 @@ export function buildDeciderOpenApi(): OpenApiDocument {
 export function createApp(deps: AppDeps): DeciderApp {
   const { metrics, observer } = createDeciderMetrics(deps.limiter);
   const openapi = buildDeciderOpenApi();
+  const gate = new ModelGate(deps.probe);
   const decider = new Decider({
+    gate,
+    allowNoLogprobs: deps.allowNoLogprobs,
     upstream: deps.upstream,
     limiter: deps.limiter,
     observer: deps.observer === undefined ? observer : fanOut(observer, deps.observer),
@@ -91,7 +97,7 @@ export function createApp(deps: AppDeps): DeciderApp {
   app.use(operationsRouter(metrics));
   registerRoutes(app, {
     decider,
-    probe: deps.probe,
+    gate,
     apiKey: deps.apiKey,
     upstream: deps.upstreamAddress,
     upstreamModel: deps.upstreamModel,

@@ -18,12 +18,19 @@ export const configSchema = z.object({
   /** Seconds one upstream call may take before it is aborted (504). */
   LOCALDECIDER_TIMEOUT: z.coerce.number().positive().default(180),
   LOCALDECIDER_MAX_INFLIGHT: int(1, 2),
-  LOCALDECIDER_MAX_QUEUE: int(0, 64),
+  // Upstream calls admitted and not yet finished. A call answers one question (a choice of over 20 labels
+  // takes one per 20 labels, plus one), so this also caps the questions of one request.
+  LOCALDECIDER_MAX_QUEUE: int(0, 256),
   LOCALDECIDER_MALFORMED_RETRIES: int(0, 2),
+  // Kept so that existing configurations still boot: since prompt version 2 every call decodes one token.
   LOCALDECIDER_MAX_OUTPUT_TOKENS: int(16, 2048),
+  // Questions rendered in one prompt, the prefix their calls share (a server's prompt cache reuses it).
   LOCALDECIDER_QUESTIONS_PER_CALL: int(1, 16),
-  // At least 20 (= top_logprobs) so that any choice of up to 255 labels needs only one recombination round.
+  // Outcomes rendered in one prompt; at least 20 so that any choice chunk fits one prompt.
   LOCALDECIDER_OUTCOMES_PER_CALL: int(20, 128),
+  // A backend that reports no logprobs fails every decision with 502 no_logprobs unless this is true;
+  // then each answer is the emitted outcome with probability 1.
+  LOCALDECIDER_ALLOW_NO_LOGPROBS: z.stringbool().default(false),
   LOCALDECIDER_BODY_LIMIT: z.string().default("1mb"),
   LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
 });

@@ -10,6 +10,11 @@ export interface LimiterCounts {
 /** The upstream calls one admitted request may make; release() returns what it did not use. */
 export interface Reservation {
   run<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
+  /**
+   * Runs one extra call with no other upstream call running beside it (it waits for every slot, ahead of
+   * the queue): a server whose slots share one context may fail calls that only fit alone.
+   */
+  runAlone<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
   release(): void;
 }
 
@@ -73,23 +78,35 @@ export class UpstreamLimiter {
         this.reserved -= 1;
       }
     };
+    const job =
+      <T>(fn: () => Promise<T>, signal: AbortSignal, onStart: () => void) =>
+      async (): Promise<T> => {
+        onStart();
+        // A call whose client went away while it waited never reaches the upstream.
+        if (signal.aborted) throw new AbortedError();
+        this.running += 1;
+        try {
+          return await fn();
+        } finally {
+          this.running -= 1;
+        }
+      };
     return {
       run: <T>(fn: () => Promise<T>, signal: AbortSignal) => {
         if (signal.aborted) {
           take();
           return Promise.reject(new AbortedError());
         }
-        return this.bottleneck.schedule(async () => {
-          take();
-          // A call whose client went away while it waited never reaches the upstream.
-          if (signal.aborted) throw new AbortedError();
-          this.running += 1;
-          try {
-            return await fn();
-          } finally {
-            this.running -= 1;
-          }
-        });
+        return this.bottleneck.schedule(job(fn, signal, take));
+      },
+      runAlone: <T>(fn: () => Promise<T>, signal: AbortSignal) => {
+        if (signal.aborted) return Promise.reject(new AbortedError());
+        // Weight = every slot, so Bottleneck starts it only when nothing else runs; priority 0 puts it
+        // ahead of waiting calls (the default is 5), so it waits for the running ones only.
+        return this.bottleneck.schedule(
+          { weight: this.maxInflight, priority: 0 },
+          job(fn, signal, () => {}),
+        );
       },
       release: () => {
         this.reserved -= left;

@@ -19,7 +19,6 @@ async function main(): Promise<void> {
       model: config.LOCALDECIDER_UPSTREAM_MODEL,
       apiKey: config.LOCALDECIDER_UPSTREAM_API_KEY,
       timeoutMs,
-      maxOutputTokens: config.LOCALDECIDER_MAX_OUTPUT_TOKENS,
     }),
     probe: new ModelListProbe({
       baseURL,
@@ -38,6 +37,7 @@ async function main(): Promise<void> {
     },
     malformedRetries: config.LOCALDECIDER_MALFORMED_RETRIES,
     timeoutSeconds: config.LOCALDECIDER_TIMEOUT,
+    allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
     bodyLimit: config.LOCALDECIDER_BODY_LIMIT,
   });
   const running = await serve(app, {

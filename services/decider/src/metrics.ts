@@ -56,6 +56,11 @@ export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): 
     help: "Upstream calls repeated because the model's output did not parse.",
     registers,
   });
+  const absentOutcomes = new Counter({
+    name: "decider_absent_outcomes_total",
+    help: "Outcomes that none of the backend's reported alternatives could begin, estimated as half of the smallest reported probability.",
+    registers,
+  });
   const queueRejected = new Counter({
     name: "decider_queue_rejected_total",
     help: "Requests refused with 429 because their upstream calls would overflow the queue.",
@@ -76,6 +81,7 @@ export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): 
     },
     malformedRetry: () => malformedRetries.inc(),
     queueRejected: () => queueRejected.inc(),
+    absentOutcomes: (count) => absentOutcomes.inc(count),
   };
   return { metrics, observer };
 }
@@ -94,6 +100,9 @@ export function fanOut(...observers: DeciderObserver[]): DeciderObserver {
     },
     queueRejected: () => {
       for (const o of observers) o.queueRejected();
+    },
+    absentOutcomes: (count) => {
+      for (const o of observers) o.absentOutcomes(count);
     },
   };
 }

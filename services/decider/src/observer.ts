@@ -10,6 +10,8 @@ export interface DeciderObserver {
   tokens(input: number, output: number): void;
   malformedRetry(): void;
   queueRejected(): void;
+  /** Outcomes of one answer that no reported alternative could begin (estimated from the bound). */
+  absentOutcomes(count: number): void;
 }
 
 export const noopObserver: DeciderObserver = {
@@ -17,4 +19,5 @@ export const noopObserver: DeciderObserver = {
   tokens: () => {},
   malformedRetry: () => {},
   queueRejected: () => {},
+  absentOutcomes: () => {},
 };

@@ -5,21 +5,21 @@ import { answerKey, type Part } from "./decide/plan";
  * The one prompt of the service. Bump PROMPT_VERSION whenever the wording or layout changes: answers
  * (and their calibration) depend on it. The tests pin its structure.
  */
-export const PROMPT_VERSION = "1";
+export const PROMPT_VERSION = "2";
 
 export interface ChatMessage {
-  role: "system" | "user";
+  role: "system" | "user" | "assistant";
   content: string;
 }
 
-const SYSTEM = `You are a careful decision model. You read a STATE and answer every QUESTION about it.
+const SYSTEM = `You are a careful decision model. You read a STATE and answer QUESTIONS about it.
 
-Reply with exactly one JSON object and nothing else. It has one key per question, the question's key
-(q1, q2, ...), and as value the code of the single most likely outcome:
-- a yes/no question: true or false (JSON booleans);
-- a choice question: the letter code of one option, as a JSON string, e.g. "B";
-- a score question: the number of one rubric level, as a JSON integer, e.g. 2.
-Judge from the state alone, following each question's instructions and the descriptions of its outcomes.
+Each reply answers one question: it is one JSON object whose only key is that question's key (q1, q2, ...)
+and whose value is the code of the single most likely outcome:
+- a yes/no question: true or false (a JSON boolean), e.g. {"q1": true};
+- a choice question: the letter code of one option (a JSON string), e.g. {"q2": "B"};
+- a score question: the number of one rubric level (a JSON integer), e.g. {"q3": 2}.
+Judge from the state alone, following the question's instructions and the descriptions of its outcomes.
 If unsure, still answer with the most likely outcome.`;
 
 /** An instruction or description as text: strings as they are, JSON as compact JSON, null as nothing. */
@@ -74,7 +74,11 @@ function describe(description: Entry | undefined): string {
   return text === undefined ? "" : ` — ${text}`;
 }
 
-/** The messages of one upstream call: the task, then the state once, then the call's questions. */
+/**
+ * The prefix that every probe of one prompt shares: the task, the state once, then the prompt's questions.
+ * Each probe appends its own assistant prefill (see probe.ts), so a server's prompt cache evaluates this
+ * prefix once per slot.
+ */
 export function renderPrompt(state: unknown, parts: Part[]): ChatMessage[] {
   const user = [
     "# STATE",
@@ -84,7 +88,7 @@ export function renderPrompt(state: unknown, parts: Part[]): ChatMessage[] {
     "",
     parts.map(renderPart).join("\n\n"),
     "",
-    `Answer with one JSON object with the keys ${parts.map((_, i) => answerKey(i)).join(", ")}.`,
+    `Reply to one question at a time: the key your reply starts with (${parts.map((_, i) => answerKey(i)).join(", ")}) names it.`,
   ].join("\n");
   return [
     { role: "system", content: SYSTEM },

@@ -43,7 +43,8 @@ describe("GET /ready", () => {
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(503);
     expect(res.body).toStrictEqual({
-      error: "inference backend lists no models (it found no model directory)",
+      error:
+        'inference backend returned HTTP 404: it lists no models (it found no model directory), so not "test-model"',
       code: "backend_not_ready",
     });
   });
@@ -54,7 +55,8 @@ describe("GET /ready", () => {
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(503);
     expect(res.body).toStrictEqual({
-      error: 'inference backend does not serve model "qwen2.5-1.5b-instruct"; it lists: llama-3.2-1b, phi-4',
+      error:
+        'inference backend returned HTTP 404: it does not serve model "qwen2.5-1.5b-instruct"; it lists: llama-3.2-1b, phi-4',
       code: "backend_not_ready",
     });
   });

@@ -29,6 +29,10 @@ export class RecordingObserver implements DeciderObserver {
   queueRejected(): void {
     this.rejected += 1;
   }
+  absent = 0;
+  absentOutcomes(count: number): void {
+    this.absent += count;
+  }
 }
 
 export interface Harness {
@@ -54,6 +58,7 @@ export interface HarnessOptions {
   outcomesPerCall?: number;
   upstreamModel?: string;
   bodyLimit?: string;
+  allowNoLogprobs?: boolean;
   logger?: Logger;
 }
 
@@ -73,7 +78,6 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       model,
       apiKey: options.upstreamApiKey,
       timeoutMs: timeoutSeconds * 1000,
-      maxOutputTokens: 256,
     }),
     probe: new ModelListProbe({ baseURL, model, apiKey: options.upstreamApiKey, timeoutMs: 5000 }),
     limiter,
@@ -85,6 +89,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     limits: { questionsPerCall: options.questionsPerCall ?? 16, outcomesPerCall: options.outcomesPerCall ?? 128 },
     malformedRetries: options.malformedRetries ?? 2,
     timeoutSeconds,
+    allowNoLogprobs: options.allowNoLogprobs ?? false,
     bodyLimit: options.bodyLimit ?? "1mb",
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });

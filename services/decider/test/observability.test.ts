@@ -38,9 +38,10 @@ describe("GET /metrics", () => {
     expect(text).not.toContain("/v1/nowhere/42");
     expect(metricSample(text, "decider_upstream_call_duration_seconds_count", { outcome: "ok" })).toBe(2);
     expect(metricSample(text, "decider_upstream_call_duration_seconds_count", { outcome: "error" })).toBe(0);
-    expect(res.body.usage).toStrictEqual({ input_tokens: 200, output_tokens: 20 });
+    expect(res.body.usage).toStrictEqual({ input_tokens: 200, output_tokens: 2 });
     expect(metricSample(text, "decider_tokens_total", { direction: "input" })).toBe(200);
-    expect(metricSample(text, "decider_tokens_total", { direction: "output" })).toBe(20);
+    expect(metricSample(text, "decider_tokens_total", { direction: "output" })).toBe(2);
+    expect(metricSample(text, "decider_absent_outcomes_total")).toBe(0);
     expect(metricSample(text, "decider_malformed_retries_total")).toBe(0);
     expect(metricSample(text, "decider_queue_rejected_total")).toBe(0);
   });

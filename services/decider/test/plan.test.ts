@@ -1,5 +1,7 @@
 import type { Question } from "@localdecider/contracts";
-import { callSchema, packCalls, partsOf, planRequest } from "../src/decide/plan";
+import type { PartResult } from "../src/decide/answer";
+import { finalRound, packPrompts, partsOf, planRequest } from "../src/decide/plan";
+import { prefill, readingOf } from "../src/decide/probe";
 
 const choice = (n: number): Question => ({
   type: "choice",
@@ -7,7 +9,7 @@ const choice = (n: number): Question => ({
 });
 
 describe("planRequest", () => {
-  it("packs at most QUESTIONS_PER_CALL questions and OUTCOMES_PER_CALL outcomes into a call", () => {
+  it("packs at most QUESTIONS_PER_CALL questions and OUTCOMES_PER_CALL outcomes into a prompt, one call per part", () => {
     const questions: Record<string, Question> = {
       a: { type: "noul" },
       b: { type: "score", criteria: ["x", "y", "z"] },
@@ -16,7 +18,7 @@ describe("planRequest", () => {
     };
     const plan = planRequest(questions, { questionsPerCall: 3, outcomesPerCall: 21 });
     expect(plan.firstRound.map((call) => call.map((p) => p.question))).toStrictEqual([["a", "b"], ["c"], ["d"]]);
-    expect(plan.callCount).toBe(3);
+    expect(plan.callCount).toBe(4);
   });
 
   it("splits a choice of more than 20 labels into chunks and counts the final round", () => {
@@ -27,8 +29,33 @@ describe("planRequest", () => {
       Array.from({ length: 13 }, (_, index) => ({ kind: "chunk", index, of: 13 })),
     );
     expect(plan.firstRound.map((c) => c.length)).toStrictEqual([6, 6, 1]);
-    expect(plan.finalSizes).toStrictEqual(new Map([["big", 13]]));
-    expect(plan.callCount).toBe(4);
+    expect(plan.splitChoices).toStrictEqual([{ question: "big", chunks: 13 }]);
+    expect(plan.callCount).toBe(14);
+  });
+
+  it("owns the final round: one part among each chunk's most probable label", () => {
+    const plan = planRequest({ big: choice(45), n: { type: "noul" } }, { questionsPerCall: 16, outcomesPerCall: 128 });
+    const results: PartResult[] = plan.firstRound.flat().map((part) => ({
+      part,
+      // Chunk c's leader is its label at index c + 1.
+      distribution: part.options.map((_, i) =>
+        part.round.kind === "chunk" && i === part.round.index + 1 ? 0.9 : 0.01,
+      ),
+    }));
+    const chunks = new Map([["big", results.filter((r) => r.part.question === "big").map((r) => r.distribution)]]);
+    const finals = finalRound(plan, chunks);
+    expect(finals).toHaveLength(1);
+    expect(finals[0]?.map((p) => [p.question, p.round, p.options.map((o) => [o.code, o.label])])).toStrictEqual([
+      [
+        "big",
+        { kind: "final" },
+        [
+          ["A", "l1"],
+          ["B", "l22"],
+          ["C", "l43"],
+        ],
+      ],
+    ]);
   });
 
   it("keeps a choice of exactly 20 labels whole", () => {
@@ -36,8 +63,8 @@ describe("planRequest", () => {
   });
 });
 
-describe("codes and schema", () => {
-  it("uses booleans for noul, level numbers for score and letters for choice, as enums in a strict object", () => {
+describe("codes, prefills and readings", () => {
+  it("uses booleans for noul, level numbers for score and letters for choice", () => {
     const parts = [
       ...partsOf("n", { type: "noul", criteria: { true: "yes", false: null } }),
       ...partsOf("s", { type: "score", criteria: ["a", "b", "c"] }),
@@ -48,22 +75,19 @@ describe("codes and schema", () => {
       [0, 1, 2],
       ["A", "B", "C"],
     ]);
-    expect(callSchema(parts)).toStrictEqual({
-      type: "object",
-      properties: {
-        q1: { type: "boolean" },
-        q2: { type: "integer", enum: [0, 1, 2] },
-        q3: { type: "string", enum: ["A", "B", "C"] },
-      },
-      required: ["q1", "q2", "q3"],
-      additionalProperties: false,
-    });
+    // Each prefill stops where the value begins, at a pre-token boundary.
+    expect(parts.map((p, i) => prefill(p, i))).toStrictEqual(['{"q1":', '{"q2": ', '{"q3": "']);
+    expect(parts.map(readingOf)).toStrictEqual([
+      { literals: ["true", "false"], whitespaceFirst: true },
+      { literals: ["0", "1", "2"], whitespaceFirst: true },
+      { literals: ['A"', 'B"', 'C"'], whitespaceFirst: false },
+    ]);
   });
 
-  it("packCalls never leaves an empty call and keeps order", () => {
+  it("packPrompts never leaves an empty prompt and keeps order", () => {
     const items = [3, 5, 2, 7, 1].map((n) => ({ options: new Array(n) }));
     expect(
-      packCalls(items, { questionsPerCall: 2, outcomesPerCall: 8 }).map((c) => c.map((i) => i.options.length)),
+      packPrompts(items, { questionsPerCall: 2, outcomesPerCall: 8 }).map((c) => c.map((i) => i.options.length)),
     ).toStrictEqual([[3, 5], [2], [7, 1]]);
   });
 });

@@ -1,9 +1,10 @@
 import { partsOf } from "../src/decide/plan";
+import { probeOf } from "../src/decide/probe";
 import { PROMPT_VERSION, renderPrompt } from "../src/prompt";
 
 describe("the prompt", () => {
-  it("is version 1", () => {
-    expect(PROMPT_VERSION).toBe("1");
+  it("is version 2 (one probe per question, prefilled up to its value)", () => {
+    expect(PROMPT_VERSION).toBe("2");
   });
 
   it("renders the system message, the state once, then each question with its codes (pinned)", () => {
@@ -22,7 +23,7 @@ describe("the prompt", () => {
     ];
     const messages = renderPrompt({ text: "I was charged twice.\nTwice!" }, parts);
     expect(messages.map((m) => m.role)).toStrictEqual(["system", "user"]);
-    expect(messages[0]?.content).toContain("Reply with exactly one JSON object and nothing else.");
+    expect(messages[0]?.content).toContain("Each reply answers one question: it is one JSON object");
     expect(messages[1]?.content).toBe(
       [
         "# STATE",
@@ -49,9 +50,17 @@ describe("the prompt", () => {
         "- 0 — not",
         "- 1 — very",
         "",
-        "Answer with one JSON object with the keys q1, q2, q3.",
+        "Reply to one question at a time: the key your reply starts with (q1, q2, q3) names it.",
       ].join("\n"),
     );
+    // Each probe is the same prefix plus an assistant message that ends where its value begins.
+    const probes = parts.map((part, i) => probeOf(messages, part, i));
+    for (const probe of probes) expect(probe.messages.slice(0, 2)).toStrictEqual(messages);
+    expect(probes.map((p) => p.messages[2])).toStrictEqual([
+      { role: "assistant", content: '{"q1":' },
+      { role: "assistant", content: '{"q2": "' },
+      { role: "assistant", content: '{"q3": ' },
+    ]);
   });
 
   it("renders a state that is not an object of strings as indented JSON", () => {

@@ -45,7 +45,8 @@ describe("the official @typesafe-ai/sdk against the service", () => {
     expect(result.answers.tone.confidence).toBeCloseTo(0.5, 12);
     expect(result.answers.urgency.score).toBeCloseTo(0.25 + 1, 12);
     expect(result.answers.urgency.legend).toStrictEqual({ "0": "not", "1": "somewhat", "2": "very" });
-    expect(result.usage).toStrictEqual({ input_tokens: 100, output_tokens: 10 });
+    // One call per question, one decoded token each.
+    expect(result.usage).toStrictEqual({ input_tokens: 300, output_tokens: 3 });
   });
 
   it("withResponse() exposes the request id the service echoed in x-typesafe-request-id", async () => {

@@ -34,6 +34,9 @@ const body = {
   },
 };
 
+/** One question: a fault on its one call decides the whole request. */
+const one = { model: "localdecider", state: body.state, questions: { urgent: body.questions.urgent } };
+
 const decide = (h: Harness, payload: unknown = body) =>
   request(h.app)
     .post("/v1/systemone")
@@ -54,7 +57,14 @@ describe("POST /v1/systemone", () => {
       expect(SystemOneResponse.parse(res.body)).toStrictEqual(res.body);
       expect(Object.keys(res.body.answers)).toStrictEqual(["urgent", "topic", "severity"]);
       expect(res.body.model).toBe("localdecider-0.1.0/test-model");
-      expect(res.body.usage).toStrictEqual({ input_tokens: 100, output_tokens: 10 });
+      // One call per question, one decoded token each; llama.cpp reports the shared prefix as cached
+      // after the first call (10 new prompt tokens each), the others count the whole prompt every time.
+      expect(res.body.usage).toStrictEqual({ input_tokens: flavour === "llama" ? 120 : 300, output_tokens: 3 });
+      expect(h.fake.requests.map((r) => FakeUpstream.probed(r).question.name).sort()).toStrictEqual([
+        "severity",
+        "topic",
+        "urgent",
+      ]);
       expect(res.body.answers.urgent.type).toBe("noul");
       expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
       const topic = res.body.answers.topic;
@@ -82,34 +92,54 @@ describe("POST /v1/systemone", () => {
       const big = res.body.answers.big;
       expect(Object.keys(big.probabilities)).toStrictEqual(bigLabels);
       expect(sum(Object.values(big.probabilities) as number[])).toBeCloseTo(1, 9);
-      for (const label of bigLabels) {
-        expect(big.probabilities[label]).toBeCloseTo((bigTruth[label] as number) / bigTotal, 12);
+      if (flavour === "llama") {
+        // llama.cpp spreads each letter over several tokens (`B`, `B"`, `B"}`), so only the likeliest
+        // letters of a chunk fit the 20 reported alternatives; the rest get their explicit share.
+        expect(h.observer.absent).toBeGreaterThan(0);
+        for (const label of bigLabels) expect(big.probabilities[label]).toBeGreaterThan(0);
+      } else {
+        for (const label of bigLabels) {
+          expect(big.probabilities[label]).toBeCloseTo((bigTruth[label] as number) / bigTotal, 12);
+        }
       }
       const best = bigLabels.reduce((a, b) => ((bigTruth[b] as number) > (bigTruth[a] as number) ? b : a));
       expect(big.choice).toBe(best);
-      // 13 chunks of at most 20 labels = 260 outcomes: 3 calls of at most 128 outcomes, then one final
-      // round among the 13 leaders.
-      expect(h.fake.calls).toBe(4);
-      expect(res.body.usage).toStrictEqual({ input_tokens: 400, output_tokens: 40 });
-      const finalRound = FakeUpstream.asked(h.fake.requests[3] as Record<string, unknown>);
+      // 13 chunks of at most 20 labels, one call each (in 3 prompts of at most 128 outcomes), then one
+      // final round among the 13 leaders.
+      expect(h.fake.calls).toBe(14);
+      expect(res.body.usage.output_tokens).toBe(14);
+      const finalRound = FakeUpstream.asked(h.fake.requests[13] as Record<string, unknown>);
       expect(finalRound.map((q) => [q.name, q.title, q.labels.length])).toStrictEqual([
         ["big", "choice, final round among the best options", 13],
       ]);
     });
   });
 
-  it("packs questions into calls of at most QUESTIONS_PER_CALL questions, sending the state in each", async () => {
+  it("renders at most QUESTIONS_PER_CALL questions per prompt and probes each question once at its value", async () => {
     h = await harness({ questionsPerCall: 2 });
     const questions = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`n${i}`, { type: "noul" }]));
     const res = await decide(h, { model: "localdecider", state: "the state text", questions });
     expect(res.status).toBe(200);
-    expect(h.fake.calls).toBe(3);
-    expect(res.body.usage).toStrictEqual({ input_tokens: 300, output_tokens: 30 });
+    expect(h.fake.calls).toBe(5);
+    expect(res.body.usage).toStrictEqual({ input_tokens: 500, output_tokens: 5 });
+    const prompts = new Set<string>();
     for (const req of h.fake.requests) {
-      const messages = req.messages as { content: string }[];
+      const messages = req.messages as { role: string; content: string }[];
       expect(messages[1]?.content).toContain("# STATE\nthe state text\n");
-      expect(req).toMatchObject({ temperature: 0, logprobs: true, top_logprobs: 20, max_tokens: 256 });
+      expect(messages.at(-1)?.role).toBe("assistant");
+      expect(FakeUpstream.asked(req).length).toBeLessThanOrEqual(2);
+      prompts.add(JSON.stringify(messages.slice(0, -1)));
+      expect(req).toMatchObject({
+        temperature: 0,
+        logprobs: true,
+        top_logprobs: 20,
+        max_tokens: 1,
+        continue_final_message: true,
+        add_generation_prompt: false,
+      });
     }
+    // 5 questions, 2 per prompt: 3 shared prefixes.
+    expect(prompts.size).toBe(3);
   });
 
   it("accepts nested objects, arrays and null as state", async () => {
@@ -256,7 +286,7 @@ describe("POST /v1/systemone", () => {
       expect(wrong.body).toStrictEqual({ error: "Invalid API key", code: "unauthorized" });
       const models = await request(h.app).get("/v1/models");
       expect(models.status).toBe(401);
-      const ok = await decide(h).set("authorization", "Bearer s3cret");
+      const ok = await decide(h, one).set("authorization", "Bearer s3cret");
       expect(ok.status).toBe(200);
       expect(h.fake.calls).toBe(1);
     });
@@ -270,9 +300,10 @@ describe("POST /v1/systemone", () => {
 
   it("sends LOCALDECIDER_UPSTREAM_API_KEY to the backend as a bearer, on chat calls and on the readiness probe", async () => {
     h = await harness({ upstreamApiKey: "up-key" });
-    expect((await decide(h)).status).toBe(200);
+    expect((await decide(h, one)).status).toBe(200);
     expect((await request(h.app).get("/ready")).status).toBe(200);
-    expect(h.fake.authorizations).toStrictEqual(["Bearer up-key", "Bearer up-key"]);
+    // The model check before the decision, the call, and /ready's own check.
+    expect(h.fake.authorizations).toStrictEqual(["Bearer up-key", "Bearer up-key", "Bearer up-key"]);
   });
 
   it("accepts any bearer when no API key is configured", async () => {
@@ -312,26 +343,41 @@ describe("POST /v1/systemone", () => {
     it.each(faults)("%s", async (_name, fault, status, expected) => {
       h = await harness();
       setFault(h, fault);
-      const res = await decide(h);
+      const res = await decide(h, one);
       expect(res.status).toBe(status);
       expect(res.body).toStrictEqual(expected);
       expect(h.fake.calls).toBe(1);
     });
 
-    it.each([
-      ["vllm", "inference backend returned HTTP 404: The model `missing-model` does not exist."],
-      ["ollama", 'inference backend returned HTTP 404: model "missing-model" not found, try pulling it first'],
-    ] as const)("a %s backend that does not serve the configured model makes it 503", async (flavour, error) => {
-      h = await harness({ flavour, upstreamModel: "missing-model" });
-      const res = await decide(h);
+    it.each(["vllm", "ollama", "llama"] as const)(
+      "a %s backend that does not list the configured model gets 503 before any call, never another model's answer",
+      async (flavour) => {
+        h = await harness({ flavour, upstreamModel: "missing-model" });
+        const res = await decide(h);
+        expect(res.status).toBe(503);
+        expect(res.body).toStrictEqual({
+          error: 'inference backend returned HTTP 404: it does not serve model "missing-model"; it lists: test-model',
+          code: "model_unavailable",
+        });
+        expect(h.fake.calls).toBe(0);
+      },
+    );
+
+    it("a backend that answers 404 to a call for the model makes it 503", async () => {
+      h = await harness({ flavour: "ollama" });
+      setFault(h, "model404");
+      const res = await decide(h, one);
       expect(res.status).toBe(503);
-      expect(res.body).toStrictEqual({ error, code: "model_unavailable" });
+      expect(res.body).toStrictEqual({
+        error: 'inference backend returned HTTP 404: model "test-model" not found, try pulling it first',
+        code: "model_unavailable",
+      });
     });
 
     it("a 429 from the backend becomes 503 upstream_busy passing its Retry-After on", async () => {
       h = await harness();
       setFault(h, "http429");
-      const res = await decide(h);
+      const res = await decide(h, one);
       expect(res.status).toBe(503);
       expect(res.headers["retry-after"]).toBe("7");
       expect(res.body).toStrictEqual({ error: "inference backend is busy (HTTP 429)", code: "upstream_busy" });
@@ -341,7 +387,7 @@ describe("POST /v1/systemone", () => {
     it("a dropped connection becomes 502 upstream_unreachable", async () => {
       h = await harness();
       setFault(h, "drop");
-      const res = await decide(h);
+      const res = await decide(h, one);
       expect(res.status).toBe(502);
       expect(res.body.code).toBe("upstream_unreachable");
       expect(DeciderErrorBody.parse(res.body)).toStrictEqual(res.body);
@@ -359,7 +405,7 @@ describe("POST /v1/systemone", () => {
     it("a call past LOCALDECIDER_TIMEOUT is aborted and answered 504", async () => {
       h = await harness({ timeoutSeconds: 0.2 });
       setFault(h, "hang");
-      const res = await decide(h);
+      const res = await decide(h, one);
       expect(res.status).toBe(504);
       expect(res.body).toStrictEqual({
         error: "inference backend did not answer within 0.2 s",
@@ -371,52 +417,98 @@ describe("POST /v1/systemone", () => {
     it("a context overflow on llama.cpp is recognised by its message too", async () => {
       h = await harness({ flavour: "llama" });
       setFault(h, "contextTooLong");
-      const res = await decide(h);
+      const res = await decide(h, one);
       expect(res.status).toBe(400);
       expect(res.body.code).toBe("context_too_long");
     });
 
-    it.each(["malformed", "missing", "unknownCode", "truncated"] as const)(
-      "a %s output is retried and the retry's answer is used; usage counts both calls",
-      async (fault) => {
-        h = await harness();
-        h.fake.script = script;
-        setFault(h, fault);
-        const res = await decide(h);
-        expect(res.status).toBe(200);
-        expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
-        expect(h.fake.calls).toBe(2);
-        expect(h.observer.retries).toBe(1);
-        expect(res.body.usage).toStrictEqual({ input_tokens: 200, output_tokens: 20 });
-      },
-    );
+    it("a response without a choice is retried and the retry's answer is used; usage counts both calls", async () => {
+      h = await harness();
+      h.fake.script = script;
+      setFault(h, "malformed");
+      const res = await decide(h, one);
+      expect(res.status).toBe(200);
+      expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+      expect(h.fake.calls).toBe(2);
+      expect(h.observer.retries).toBe(1);
+      expect(res.body.usage).toStrictEqual({ input_tokens: 100, output_tokens: 1 });
+    });
 
     it("gives up with 502 after MALFORMED_RETRIES retries", async () => {
       h = await harness({ malformedRetries: 2 });
-      h.fake.faults = ["malformed", "missing", "truncated"];
-      const res = await decide(h);
+      h.fake.faults = ["malformed", "malformed", "malformed"];
+      const res = await decide(h, one);
       expect(res.status).toBe(502);
       expect(res.body).toStrictEqual({
-        error: "inference backend returned malformed output 3 time(s); last: output truncated (finish_reason length)",
+        error: "inference backend returned malformed output 3 time(s); last: the response has no choice",
         code: "upstream_malformed",
       });
       expect(h.fake.calls).toBe(3);
     });
 
-    it("without logprobs falls back to the emitted answers with probability 1 and warns once", async () => {
-      const lines: string[] = [];
-      const logger = createLogger({ service: "t", level: "warn" });
-      logger.transports.forEach((t) => {
-        t.silent = true;
-      });
-      logger.on("data", (info: { message: string }) => lines.push(info.message));
-      h = await harness({ logger });
+    it("calls that overflow llama.cpp's shared context together are retried alone once", async () => {
+      h = await harness({ flavour: "llama", maxInflight: 2 });
       h.fake.script = script;
-      h.fake.faults = ["noLogprobs", "noLogprobs"];
-      const first = await decide(h);
-      await decide(h);
-      expect(first.status).toBe(200);
-      expect(first.body.answers).toStrictEqual({
+      // Room for one call of 100 prompt tokens at a time, as with `-c` shared by `--parallel` slots.
+      h.fake.sharedContext = 150;
+      h.fake.holding = true;
+      // then() sends the request now, while the test goes on.
+      const pending = decide(h, { ...one, questions: { urgent: body.questions.urgent, other: { type: "noul" } } }).then(
+        (r) => r,
+      );
+      // The first call is held in flight; the second arrives beside it and gets the 500.
+      await waitFor(() => h.fake.calls === 2, "both calls to arrive");
+      h.fake.release();
+      const res = await pending;
+      expect(res.status).toBe(200);
+      expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+      expect(h.fake.calls).toBe(3);
+      expect(h.fake.concurrencyAtArrival).toStrictEqual([1, 2, 1]);
+    });
+
+    it("a call that does not fit even alone is a 400 context_too_long, after one retry alone", async () => {
+      h = await harness({ flavour: "llama" });
+      h.fake.faults = ["sharedContext", "sharedContext"];
+      const res = await decide(h, one);
+      expect(res.status).toBe(400);
+      expect(res.body).toStrictEqual({
+        error: "the request does not fit the model's context: Context size has been exceeded.",
+        code: "context_too_long",
+      });
+      expect(h.fake.calls).toBe(2);
+    });
+
+    it("a prompt longer than llama.cpp's context is a 400 context_too_long with the server's reason", async () => {
+      h = await harness({ flavour: "llama" });
+      h.fake.sharedContext = 50;
+      const res = await decide(h, one);
+      expect(res.status).toBe(400);
+      expect(res.body).toStrictEqual({
+        error:
+          "the request does not fit the model's context: request (100 tokens) exceeds the available context size (50 tokens), try increasing it",
+        code: "context_too_long",
+      });
+    });
+
+    it("without logprobs the request fails with 502 no_logprobs, naming the setting that allows it", async () => {
+      h = await harness();
+      setFault(h, "noLogprobs");
+      const res = await decide(h, one);
+      expect(res.status).toBe(502);
+      expect(res.body).toStrictEqual({
+        error:
+          "inference backend returned no logprobs, so no probabilities can be read; use a server that reports top_logprobs, or set LOCALDECIDER_ALLOW_NO_LOGPROBS=true to accept answers from the emitted token alone (probability 1)",
+        code: "no_logprobs",
+      });
+    });
+
+    it("with LOCALDECIDER_ALLOW_NO_LOGPROBS, answers are the emitted outcomes with probability 1", async () => {
+      h = await harness({ allowNoLogprobs: true, maxInflight: 1 });
+      h.fake.script = script;
+      h.fake.faults = ["noLogprobs", "noLogprobs", "noLogprobs"];
+      const res = await decide(h);
+      expect(res.status).toBe(200);
+      expect(res.body.answers).toStrictEqual({
         urgent: { type: "noul", noul: 1 },
         topic: {
           type: "choice",
@@ -432,7 +524,27 @@ describe("POST /v1/systemone", () => {
           legend: { "0": "none", "1": "low", "2": "high", "3": { level: "critical" } },
         },
       });
-      expect(lines.filter((l) => l.includes("no logprobs"))).toHaveLength(1);
+    });
+
+    it("an outcome absent from the alternatives gets an explicit share, is counted, and is logged once", async () => {
+      const lines: { message: string; absent?: unknown }[] = [];
+      const logger = createLogger({ service: "t", level: "warn" });
+      logger.transports.forEach((t) => {
+        t.silent = true;
+      });
+      logger.on("data", (info: { message: string; absent?: unknown }) => lines.push(info));
+      h = await harness({ logger, flavour: "llama" });
+      h.fake.faults = ["junkOnly"];
+      h.fake.script = script;
+      const res = await decide(h, { ...one, questions: { ...one.questions, other: { type: "noul" } } });
+      expect(res.status).toBe(200);
+      // No alternative begins either outcome of the first call: both get the same share of the bound.
+      const nouls = Object.values(res.body.answers).map((a) => (a as { noul: number }).noul);
+      expect(nouls).toContain(0.5);
+      expect(h.observer.absent).toBe(2);
+      const warned = lines.filter((l) => l.message.includes("absent"));
+      expect(warned).toHaveLength(1);
+      expect(warned[0]?.absent).toHaveLength(1);
     });
   });
 });

@@ -1,65 +1,33 @@
-import type { Answer, Question, SystemOneResponse } from "@localdecider/contracts";
+import type { Question, SystemOneResponse } from "@localdecider/contracts";
 import type { AppError, Logger } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
 import { AbortedError, type Reservation, type UpstreamLimiter } from "../limiter";
 import { servedModelName } from "../models";
 import type { DeciderObserver } from "../observer";
 import { renderPrompt } from "../prompt";
-import { type Completion, type Upstream, UpstreamError } from "../upstream/types";
-import { codeDistribution, valueOffset } from "./logprobs";
-import { argmax, choiceConfidence, scoreStats } from "./math";
-import {
-  answerKey,
-  callSchema,
-  choiceOptions,
-  type Limits,
-  MAX_OUTCOMES_PER_PART,
-  type OutcomeCode,
-  type Part,
-  type Plan,
-  packCalls,
-  planRequest,
-} from "./plan";
-import { recombineChunks } from "./recombine";
+import type { ModelGate } from "../upstream/model-gate";
+import { type ProbeResult, type Upstream, UpstreamError } from "../upstream/types";
+import { answersOf, chunkDistributions, type PartResult } from "./answer";
+import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
+import { type ProbeRequest, probeOf } from "./probe";
+import { outcomeOfToken, readOut } from "./readout";
 
 export interface DeciderOptions {
   upstream: Upstream;
   limiter: UpstreamLimiter;
   observer: DeciderObserver;
   logger: Logger;
+  gate: ModelGate;
   limits: Limits;
   malformedRetries: number;
   upstreamModel: string;
   timeoutSeconds: number;
+  /** LOCALDECIDER_ALLOW_NO_LOGPROBS: answer from the emitted token alone when a backend sends no logprobs. */
+  allowNoLogprobs: boolean;
 }
 
-type Parsed = { ok: true; values: OutcomeCode[] } | { ok: false; reason: string };
-
-/** Checks the model's JSON: one valid code per part, nothing missing, not cut off. */
-export function parseAnswers(completion: Completion, parts: Part[]): Parsed {
-  if (completion.finishReason === "length") return { ok: false, reason: "output truncated (finish_reason length)" };
-  if (completion.content === null) return { ok: false, reason: "no output" };
-  let json: unknown;
-  try {
-    json = JSON.parse(completion.content);
-  } catch {
-    return { ok: false, reason: "output is not JSON" };
-  }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) {
-    return { ok: false, reason: "output is not a JSON object" };
-  }
-  const values: OutcomeCode[] = [];
-  for (const [i, part] of parts.entries()) {
-    const key = answerKey(i);
-    if (!Object.hasOwn(json, key)) return { ok: false, reason: `answer ${key} missing` };
-    const value: unknown = (json as Record<string, unknown>)[key];
-    if (!part.options.some((o) => o.code === value)) {
-      return { ok: false, reason: `answer ${key} is not one of its codes: ${JSON.stringify(value)}` };
-    }
-    values.push(value as OutcomeCode);
-  }
-  return { ok: true, values };
-}
+/** llama.cpp's 500 when calls running at once overflow the context its slots share. */
+const SHARED_CONTEXT_EXCEEDED = /context size has been exceeded/i;
 
 /** Turns an upstream failure into the client's error. */
 export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): AppError {
@@ -71,11 +39,16 @@ export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): Ap
       return deciderError("request_aborted", "request cancelled by the client");
     case "unreachable":
       return deciderError("upstream_unreachable", `inference backend unreachable: ${f.message}`);
+    case "malformed":
+      return deciderError("upstream_malformed", `inference backend returned a malformed response: ${f.message}`);
     case "http":
       if (f.status === 404) {
         return deciderError("model_unavailable", `inference backend returned HTTP 404: ${f.message}`);
       }
-      if (f.status === 400 && /context|too long|too many tokens|maximum.*length|exceed/i.test(f.message)) {
+      if (
+        (f.status === 400 && /context|too long|too many tokens|maximum.*length|exceed/i.test(f.message)) ||
+        SHARED_CONTEXT_EXCEEDED.test(f.message)
+      ) {
         return deciderError("context_too_long", `the request does not fit the model's context: ${f.message}`);
       }
       if (f.status === 429 || f.status === 503) {
@@ -87,9 +60,21 @@ export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): Ap
   }
 }
 
-/** Answers System One requests: plans the upstream calls, runs them through the limiter, does the math. */
+/** What one request's calls share: its reservation, its cancellation, its usage and its notes. */
+interface RequestRun {
+  reservation: Reservation;
+  controller: AbortController;
+  usage: { input_tokens: number; output_tokens: number };
+  /** Outcomes estimated from the bound because no reported alternative could begin them. */
+  absent: { question: string; outcomes: string[] }[];
+}
+
+/**
+ * Answers System One requests. It only orchestrates: the plan decides the prompts and rounds, each part is
+ * probed once at the position where its value begins (probe.ts), the read-out turns the reported
+ * alternatives into a distribution (readout.ts), and answer.ts does the math.
+ */
 export class Decider {
-  private warnedNoLogprobs = false;
   private averageCallMs = 1000;
 
   constructor(private readonly options: DeciderOptions) {}
@@ -98,11 +83,15 @@ export class Decider {
     return servedModelName(this.options.upstreamModel);
   }
 
-  plan(questions: Record<string, Question>): Plan {
-    return planRequest(questions, this.options.limits);
+  /** The use case: check the model, plan, admit (or refuse whole), decide. */
+  async answer(state: unknown, questions: Record<string, Question>, signal: AbortSignal): Promise<SystemOneResponse> {
+    await this.options.gate.assertServed();
+    const plan = planRequest(questions, this.options.limits);
+    const reservation = this.admit(plan);
+    return this.decide(state, plan, reservation, signal);
   }
 
-  /** Reserves every call of the plan, or throws the 429 that refuses the request whole. */
+  /** Reserves every call of the plan, or throws the error that refuses the request whole. */
   admit(plan: Plan): Reservation {
     // Refusing with 429 what can never fit would make well-behaved clients retry forever.
     if (!this.options.limiter.fits(plan.callCount)) {
@@ -124,175 +113,144 @@ export class Decider {
 
   async decide(
     state: unknown,
-    questions: Record<string, Question>,
     plan: Plan,
     reservation: Reservation,
     clientSignal: AbortSignal,
   ): Promise<SystemOneResponse> {
     // One failed call fails the request, so it also stops the request's other calls.
-    const controller = new AbortController();
-    const onClientAbort = () => controller.abort();
+    const run: RequestRun = {
+      reservation,
+      controller: new AbortController(),
+      usage: { input_tokens: 0, output_tokens: 0 },
+      absent: [],
+    };
+    const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
-    const usage = { input_tokens: 0, output_tokens: 0 };
-    const call = (parts: Part[]) => this.call(state, parts, reservation, controller.signal, usage);
     try {
-      const dists = new Map<string, number[]>();
-      const chunks = new Map<string, number[][]>();
-      const first = await this.all(plan.firstRound.map(call), controller);
-      plan.firstRound.forEach((parts, c) => {
-        parts.forEach((part, i) => {
-          const dist = first[c]?.[i] as number[];
-          if (part.round.kind === "chunk") {
-            const list = chunks.get(part.question) ?? [];
-            list[part.round.index] = dist;
-            chunks.set(part.question, list);
-          } else dists.set(part.question, dist);
-        });
-      });
-      if (chunks.size > 0) {
-        const finals: Part[] = [];
-        for (const [name, list] of chunks) {
-          const question = questions[name] as Extract<Question, { type: "choice" }>;
-          const labels = Object.entries(question.criteria);
-          const leaders = list.map(
-            (dist, c) => labels[c * MAX_OUTCOMES_PER_PART + argmax(dist)] as [string, (typeof labels)[0][1]],
-          );
-          finals.push({
-            question: name,
-            kind: "choice",
-            instructions: question.instructions ?? undefined,
-            options: choiceOptions(leaders),
-            round: { kind: "final" },
-          });
-        }
-        const finalCalls = packCalls(finals, this.options.limits);
-        const second = await this.all(finalCalls.map(call), controller);
-        finalCalls.forEach((parts, c) => {
-          parts.forEach((part, i) => {
-            const list = chunks.get(part.question) as number[][];
-            dists.set(part.question, recombineChunks(list, second[c]?.[i] as number[]).flat());
-          });
+      const first = await this.askAll(run, state, plan.firstRound);
+      const second =
+        plan.splitChoices.length === 0
+          ? []
+          : await this.askAll(run, state, finalRound(plan, chunkDistributions(first)));
+      if (run.absent.length > 0) {
+        this.options.logger.warn("outcomes absent from the backend's reported alternatives were estimated", {
+          share: "half of the smallest reported probability",
+          absent: run.absent,
         });
       }
-      const answers: Record<string, Answer> = Object.fromEntries(
-        Object.entries(questions).map(([name, q]) => [name, toAnswer(q, dists.get(name) as number[])]),
-      );
-      return { model: this.servedModel, answers, usage };
+      return { model: this.servedModel, answers: answersOf(plan, [...first, ...second]), usage: run.usage };
     } finally {
       clientSignal.removeEventListener("abort", onClientAbort);
       reservation.release();
     }
   }
 
-  /** Promise.all that aborts the siblings as soon as one call fails. */
-  private async all<T>(calls: Promise<T>[], controller: AbortController): Promise<T[]> {
-    return Promise.all(
-      calls.map((p) =>
-        p.catch((err: unknown) => {
-          controller.abort();
+  /** Probes every part of every prompt, all at once through the limiter; the first failure stops the rest. */
+  private askAll(run: RequestRun, state: unknown, prompts: Part[][]): Promise<PartResult[]> {
+    const calls = prompts.flatMap((parts) => {
+      const shared = renderPrompt(state, parts);
+      return parts.map((part, i) =>
+        this.ask(run, probeOf(shared, part, i), part).catch((err: unknown) => {
+          run.controller.abort();
           throw err;
         }),
-      ),
+      );
+    });
+    return Promise.all(calls);
+  }
+
+  /**
+   * One part's call in a limiter slot. A shared-context overflow (calls that fit alone failing together)
+   * is tried once more with no other call running; if it still does not fit, the request is too long.
+   */
+  private async ask(run: RequestRun, probe: ProbeRequest, part: Part): Promise<PartResult> {
+    const signal = run.controller.signal;
+    const attempt = () => this.attempts(run, probe, part);
+    try {
+      try {
+        return await run.reservation.run(attempt, signal);
+      } catch (err) {
+        if (!(err instanceof UpstreamError && isSharedContextOverflow(err))) throw err;
+        this.options.logger.warn("calls running together exceeded the backend's shared context; retrying alone", {
+          question: part.question,
+        });
+        return await run.reservation.runAlone(attempt, signal);
+      }
+    } catch (err) {
+      if (err instanceof UpstreamError) throw upstreamAppError(err, this.options.timeoutSeconds);
+      if (err instanceof AbortedError) throw deciderError("request_aborted", "request cancelled");
+      throw err;
+    }
+  }
+
+  /** The call and its malformed-response retries, all inside one limiter slot. */
+  private async attempts(run: RequestRun, probe: ProbeRequest, part: Part): Promise<PartResult> {
+    const { upstream, observer, logger, malformedRetries } = this.options;
+    let reason = "";
+    for (let attempt = 0; attempt <= malformedRetries; attempt++) {
+      if (attempt > 0) observer.malformedRetry();
+      const started = performance.now();
+      let result: ProbeResult;
+      try {
+        result = await upstream.probe(probe, run.controller.signal);
+      } catch (err) {
+        const elapsed = performance.now() - started;
+        if (err instanceof UpstreamError && err.failure.kind === "malformed") {
+          observer.upstreamCall(elapsed, "malformed");
+          reason = err.failure.message;
+          logger.warn("malformed model response", { attempt: attempt + 1, reason });
+          continue;
+        }
+        const kind = err instanceof UpstreamError ? err.failure.kind : "error";
+        observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error");
+        throw err;
+      }
+      const elapsed = performance.now() - started;
+      run.usage.input_tokens += result.usage.input;
+      run.usage.output_tokens += result.usage.output;
+      observer.tokens(result.usage.input, result.usage.output);
+      const distribution = this.distribution(run, result, probe, part);
+      if (distribution !== undefined) {
+        observer.upstreamCall(elapsed, "ok");
+        this.averageCallMs = 0.8 * this.averageCallMs + 0.2 * elapsed;
+        return { part, distribution };
+      }
+      observer.upstreamCall(elapsed, "malformed");
+      reason = `the emitted token ${JSON.stringify(result.emitted?.token ?? null)} begins no single outcome`;
+      logger.warn("malformed model response", { attempt: attempt + 1, reason });
+    }
+    throw deciderError(
+      "upstream_malformed",
+      `inference backend returned malformed output ${malformedRetries + 1} time(s); last: ${reason}`,
     );
   }
 
-  /** One upstream call (with its malformed-output retries, in the same limiter slot): a distribution per part. */
-  private call(
-    state: unknown,
-    parts: Part[],
-    reservation: Reservation,
-    signal: AbortSignal,
-    usage: { input_tokens: number; output_tokens: number },
-  ): Promise<number[][]> {
-    const { upstream, observer, logger, malformedRetries, timeoutSeconds } = this.options;
-    const request = { messages: renderPrompt(state, parts), schema: callSchema(parts) };
-    return reservation
-      .run(async () => {
-        let reason = "";
-        for (let attempt = 0; attempt <= malformedRetries; attempt++) {
-          if (attempt > 0) observer.malformedRetry();
-          const started = performance.now();
-          let completion: Completion;
-          try {
-            completion = await upstream.complete(request, signal);
-          } catch (err) {
-            const outcome = err instanceof UpstreamError ? err.failure.kind : "error";
-            observer.upstreamCall(
-              performance.now() - started,
-              outcome === "timeout" || outcome === "aborted" ? outcome : "error",
-            );
-            throw err;
-          }
-          const elapsed = performance.now() - started;
-          usage.input_tokens += completion.usage.input;
-          usage.output_tokens += completion.usage.output;
-          observer.tokens(completion.usage.input, completion.usage.output);
-          const parsed = parseAnswers(completion, parts);
-          if (parsed.ok) {
-            observer.upstreamCall(elapsed, "ok");
-            this.averageCallMs = 0.8 * this.averageCallMs + 0.2 * elapsed;
-            return this.distributions(completion, parts, parsed.values);
-          }
-          observer.upstreamCall(elapsed, "malformed");
-          reason = parsed.reason;
-          logger.warn("malformed model output", { attempt: attempt + 1, reason });
+  /**
+   * The part's distribution from the reported alternatives; without logprobs, from the emitted token alone
+   * when that is allowed (undefined when it begins no single outcome: a malformed answer).
+   */
+  private distribution(run: RequestRun, result: ProbeResult, probe: ProbeRequest, part: Part): number[] | undefined {
+    if (result.alternatives !== null && result.alternatives.length > 0) {
+      const read = readOut(result.alternatives, probe.reading);
+      if (read !== undefined) {
+        if (read.absent.length > 0) {
+          this.options.observer.absentOutcomes(read.absent.length);
+          run.absent.push({ question: part.question, outcomes: read.absent.map((i) => part.options[i]?.label ?? "") });
         }
-        throw deciderError(
-          "upstream_malformed",
-          `inference backend returned malformed output ${malformedRetries + 1} time(s); last: ${reason}`,
-        );
-      }, signal)
-      .catch((err: unknown) => {
-        if (err instanceof UpstreamError) throw upstreamAppError(err, timeoutSeconds);
-        if (err instanceof AbortedError) throw deciderError("request_aborted", "request cancelled");
-        throw err;
-      });
-  }
-
-  private distributions(completion: Completion, parts: Part[], values: OutcomeCode[]): number[][] {
-    const oneHot = (part: Part, value: OutcomeCode) => part.options.map((o) => (o.code === value ? 1 : 0));
-    const tokens = completion.logprobs;
-    if (tokens === null) {
-      if (!this.warnedNoLogprobs) {
-        this.warnedNoLogprobs = true;
-        this.options.logger.warn(
-          "inference backend returned no logprobs; answers fall back to the emitted outcome with probability 1",
-        );
+        return read.distribution;
       }
-      return parts.map((part, i) => oneHot(part, values[i] as OutcomeCode));
     }
-    const text = tokens.map((t) => t.token).join("");
-    return parts.map((part, i) => {
-      const offset = valueOffset(text, answerKey(i));
-      const codes = part.options.map((o) => o.code);
-      const dist = offset === undefined ? undefined : codeDistribution(tokens, offset, codes);
-      return dist ?? oneHot(part, values[i] as OutcomeCode);
-    });
+    if (!this.options.allowNoLogprobs) {
+      throw deciderError(
+        "no_logprobs",
+        "inference backend returned no logprobs, so no probabilities can be read; use a server that reports top_logprobs, or set LOCALDECIDER_ALLOW_NO_LOGPROBS=true to accept answers from the emitted token alone (probability 1)",
+      );
+    }
+    const emitted = result.emitted === null ? undefined : outcomeOfToken(result.emitted.token, probe.reading);
+    return emitted === undefined ? undefined : part.options.map((_, i) => (i === emitted ? 1 : 0));
   }
 }
 
-function toAnswer(question: Question, dist: number[]): Answer {
-  switch (question.type) {
-    case "noul":
-      return { type: "noul", noul: dist[0] as number };
-    case "score": {
-      const { score, confidence } = scoreStats(dist);
-      return {
-        type: "score",
-        score,
-        probabilities: Object.fromEntries(dist.map((p, i) => [String(i), p])),
-        confidence,
-        legend: Object.fromEntries(question.criteria.map((c, i) => [String(i), c])),
-      };
-    }
-    case "choice": {
-      const labels = Object.keys(question.criteria);
-      return {
-        type: "choice",
-        choice: labels[argmax(dist)] as string,
-        probabilities: Object.fromEntries(labels.map((label, i) => [label, dist[i] as number])),
-        confidence: choiceConfidence(dist),
-      };
-    }
-  }
+function isSharedContextOverflow(err: UpstreamError): boolean {
+  return err.failure.kind === "http" && err.failure.status === 500 && SHARED_CONTEXT_EXCEEDED.test(err.failure.message);
 }

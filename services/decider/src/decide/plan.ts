@@ -1,15 +1,17 @@
 import type { Entry, Question } from "@localdecider/contracts";
+import { argmax } from "./math";
 
-/** An outcome code as the model emits it: a JSON boolean (noul), a digit (score) or one letter (choice). */
+/** An outcome code as the model writes it: a JSON boolean (noul), a digit (score) or one letter (choice). */
 export type OutcomeCode = boolean | number | string;
 
 /**
- * The most outcomes one asked question may have: `top_logprobs` can show at most 20 tokens, so a choice
- * with more labels is split into chunks of at most this many and recombined.
+ * The most outcomes one probed answer may have: a server reports at most 20 alternatives per position
+ * (`top_logprobs`; OpenAI's, vLLM's default and Ollama's limit), so a choice with more labels is split
+ * into chunks of at most this many, and the chunks' leaders meet in a final round.
  */
 export const MAX_OUTCOMES_PER_PART = 20;
 
-/** Choice codes: single letters, whose first (only) tokens differ in every tokenizer we know. */
+/** Choice codes: single capital letters, each a single token in every tokenizer we know. */
 export const CHOICE_CODES = "ABCDEFGHIJKLMNOPQRST".split("");
 
 export interface PartOption {
@@ -19,18 +21,20 @@ export interface PartOption {
   description: Entry | undefined;
 }
 
-/** One question as asked in one upstream call: a whole question, one chunk of a choice, or a final round. */
+/** One question as asked in one prompt: a whole question, one chunk of a choice, or a final round. */
 export interface Part {
   question: string;
   kind: Question["type"];
   instructions: Entry | undefined;
   options: PartOption[];
-  /** `chunk`: labels `chunk`-th slice of a split choice; `final`: the round among the chunks' leaders. */
+  /** `chunk`: the `index`-th slice of a split choice's labels; `final`: the round among the chunks' leaders. */
   round: { kind: "whole" } | { kind: "chunk"; index: number; of: number } | { kind: "final" };
 }
 
 export interface Limits {
+  /** Questions rendered in one prompt (the prefix that the probes of those questions share). */
   questionsPerCall: number;
+  /** Outcomes rendered in one prompt. */
   outcomesPerCall: number;
 }
 
@@ -81,75 +85,77 @@ export function choiceOptions(labels: [string, Entry][]): PartOption[] {
   return labels.map(([label, description], i) => ({ code: CHOICE_CODES[i] as string, label, description }));
 }
 
-/** Number of chunks of each split choice: each needs one final round with that many options. */
-export function finalRoundSizes(parts: Part[]): Map<string, number> {
-  const sizes = new Map<string, number>();
-  for (const part of parts) {
-    if (part.round.kind === "chunk") sizes.set(part.question, part.round.of);
-  }
-  return sizes;
-}
-
-/** Packs parts, in order, into calls of at most `questionsPerCall` parts and `outcomesPerCall` outcomes. */
-export function packCalls<T extends { options: readonly unknown[] }>(parts: T[], limits: Limits): T[][] {
-  const calls: T[][] = [];
+/** Packs parts, in order, into prompts of at most `questionsPerCall` parts and `outcomesPerCall` outcomes. */
+export function packPrompts<T extends { options: readonly unknown[] }>(parts: T[], limits: Limits): T[][] {
+  const prompts: T[][] = [];
   let current: T[] = [];
   let outcomes = 0;
   for (const part of parts) {
     const n = part.options.length;
     if (current.length > 0 && (current.length >= limits.questionsPerCall || outcomes + n > limits.outcomesPerCall)) {
-      calls.push(current);
+      prompts.push(current);
       current = [];
       outcomes = 0;
     }
     current.push(part);
     outcomes += n;
   }
-  if (current.length > 0) calls.push(current);
-  return calls;
+  if (current.length > 0) prompts.push(current);
+  return prompts;
 }
 
+/**
+ * Everything a request asks, decided before any call: the prompts of the first round and the split
+ * choices that need a final round. Each part is probed once (one upstream call), so `callCount` is the
+ * number of parts of both rounds.
+ */
 export interface Plan {
-  /** Calls of the first round: every whole question and every chunk. */
+  questions: Record<string, Question>;
+  /** First round: every whole question and every chunk, grouped into prompts that share a prefix. */
   firstRound: Part[][];
-  /** Split choices and their number of chunks, asked in a second round among the chunks' leaders. */
-  finalSizes: Map<string, number>;
-  /** Every upstream call the request needs (both rounds), without malformed-output retries. */
+  /** Split choices, in request order, with their number of chunks. */
+  splitChoices: { question: string; chunks: number }[];
+  /** Upstream calls the request needs, both rounds together. */
   callCount: number;
+  limits: Limits;
 }
 
 export function planRequest(questions: Record<string, Question>, limits: Limits): Plan {
   const parts = Object.entries(questions).flatMap(([name, q]) => partsOf(name, q));
-  const firstRound = packCalls(parts, limits);
-  const finalSizes = finalRoundSizes(parts);
-  const finalCalls = packCalls(
-    [...finalSizes.values()].map((n) => ({ options: new Array<unknown>(n) })),
+  const splitChoices = parts.flatMap((part) =>
+    part.round.kind === "chunk" && part.round.index === 0 ? [{ question: part.question, chunks: part.round.of }] : [],
+  );
+  return {
+    questions,
+    firstRound: packPrompts(parts, limits),
+    splitChoices,
+    callCount: parts.length + splitChoices.length,
     limits,
-  ).length;
-  return { firstRound, finalSizes, callCount: firstRound.length + finalCalls };
+  };
 }
 
-/** The key of the i-th part of a call in the model's JSON answer. */
+/**
+ * The final round of every split choice: one part among each chunk's leader (its most probable label),
+ * packed into prompts. `chunkDistributions` holds each split choice's chunk distributions in chunk order.
+ */
+export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, number[][]>): Part[][] {
+  const finals = plan.splitChoices.map(({ question }): Part => {
+    const q = plan.questions[question] as Extract<Question, { type: "choice" }>;
+    const labels = Object.entries(q.criteria);
+    const chunks = chunkDistributions.get(question) ?? [];
+    const leaders = chunks.map((dist, c) => labels[c * MAX_OUTCOMES_PER_PART + argmax(dist)] as [string, Entry]);
+    return {
+      question,
+      kind: "choice",
+      instructions: q.instructions ?? undefined,
+      options: choiceOptions(leaders),
+      round: { kind: "final" },
+    };
+  });
+  return packPrompts(finals, plan.limits);
+}
+
+/** The key of the i-th part of a prompt in the model's JSON answer. */
 export function answerKey(index: number): string {
   return `q${index + 1}`;
-}
-
-/** The `response_format` JSON schema of one call: each answer an enum of its codes (a boolean for noul). */
-export function callSchema(parts: Part[]): Record<string, unknown> {
-  const properties: Record<string, unknown> = {};
-  parts.forEach((part, i) => {
-    const codes = part.options.map((o) => o.code);
-    properties[answerKey(i)] =
-      part.kind === "noul"
-        ? { type: "boolean" }
-        : part.kind === "score"
-          ? { type: "integer", enum: codes }
-          : { type: "string", enum: codes };
-  });
-  return {
-    type: "object",
-    properties,
-    required: parts.map((_, i) => answerKey(i)),
-    additionalProperties: false,
-  };
 }

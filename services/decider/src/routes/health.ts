@@ -1,7 +1,7 @@
 import type { DeciderReadyResponse, HealthResponse } from "@localdecider/contracts";
 import type { RequestHandler } from "express";
 import { deciderError } from "../errors";
-import type { ReadinessProbe } from "../upstream/readiness";
+import type { ModelGate } from "../upstream/model-gate";
 
 /** Liveness only: the process answers. */
 export const health: RequestHandler = (_req, res) => {
@@ -9,9 +9,9 @@ export const health: RequestHandler = (_req, res) => {
 };
 
 /** Ready when the backend lists the configured model; 503 with the reason otherwise. */
-export function ready(probe: ReadinessProbe, upstream: string, model: string): RequestHandler {
+export function ready(gate: ModelGate, upstream: string, model: string): RequestHandler {
   return async (_req, res) => {
-    const result = await probe.check();
+    const result = await gate.check();
     if (!result.ready) throw deciderError("backend_not_ready", result.message);
     res.json({ status: "ready", upstream, model } satisfies DeciderReadyResponse);
   };

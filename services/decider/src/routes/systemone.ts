@@ -19,8 +19,6 @@ export function systemOne(decider: Decider): RequestHandler {
     if (!ACCEPTED_MODELS.includes(model)) {
       throw deciderError("unknown_model", `Unknown model "${model}"; available models: ${ACCEPTED_MODELS.join(", ")}`);
     }
-    const plan = decider.plan(questions);
-    const reservation = decider.admit(plan);
     // A client that goes away cancels its queued calls and aborts its in-flight ones.
     const cancel = new AbortController();
     const onClose = () => {
@@ -28,7 +26,7 @@ export function systemOne(decider: Decider): RequestHandler {
     };
     res.on("close", onClose);
     try {
-      res.json(await decider.decide(state, questions, plan, reservation, cancel.signal));
+      res.json(await decider.answer(state, questions, cancel.signal));
     } finally {
       res.off("close", onClose);
     }

@@ -1,6 +1,7 @@
 import OpenAI from "openai";
-import type { TokenLogprob } from "../decide/logprobs";
-import { type Completion, type CompletionRequest, rootCauseMessage, type Upstream, UpstreamError } from "./types";
+import type { ProbeRequest } from "../decide/probe";
+import type { Alternative } from "../decide/readout";
+import { type ProbeResult, rootCauseMessage, type Upstream, UpstreamError } from "./types";
 
 /** `top_logprobs` asked for: the most OpenAI, vLLM (default max_logprobs) and Ollama accept. */
 export const TOP_LOGPROBS = 20;
@@ -10,10 +11,14 @@ export interface OpenAIUpstreamOptions {
   model: string;
   apiKey: string | undefined;
   timeoutMs: number;
-  maxOutputTokens: number;
 }
 
-/** The upstream through the official `openai` client, with its own retries off and the timeout explicit. */
+type ChatBody = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
+
+/**
+ * The upstream through the official `openai` client, with its own retries off and the timeout explicit.
+ * Each probe asks for one token after the prefilled assistant message and reads the reported alternatives.
+ */
 export class OpenAIUpstream implements Upstream {
   private readonly client: OpenAI;
 
@@ -22,7 +27,8 @@ export class OpenAIUpstream implements Upstream {
       baseURL: options.baseURL,
       // Local servers usually want no key, but the client insists on one.
       apiKey: options.apiKey ?? "not-needed",
-      // Our malformed-output loop is the only retry; the client's default (2, with backoff) would hide faults.
+      // The decider's own retries (malformed output, a shared-context overflow) are the only ones; the
+      // client's default (2, with backoff) would hide faults and hold a limiter slot meanwhile.
       maxRetries: 0,
       // A backstop only: our own timer (below) fires first and is what the client sees as a timeout.
       timeout: options.timeoutMs + 1000,
@@ -30,48 +36,54 @@ export class OpenAIUpstream implements Upstream {
     });
   }
 
-  async complete(request: CompletionRequest, signal: AbortSignal): Promise<Completion> {
+  async probe(request: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
     // Our own timer decides what a timeout is: the client's own timeout surfaces as a generic connection
     // error wherever the abort reason is not an Error of this realm (e.g. under Jest).
     const timer = AbortSignal.timeout(this.options.timeoutMs);
+    const body: ChatBody & Record<string, unknown> = {
+      model: this.options.model,
+      messages: request.messages,
+      temperature: 0,
+      max_tokens: 1,
+      logprobs: true,
+      top_logprobs: TOP_LOGPROBS,
+      // Continue the final (assistant) message instead of opening a new turn: vLLM needs both fields;
+      // llama.cpp does this by default and accepts them; Ollama continues a final assistant message by
+      // default and ignores them.
+      continue_final_message: true,
+      add_generation_prompt: false,
+    };
     let response: OpenAI.Chat.Completions.ChatCompletion;
     try {
-      response = await this.client.chat.completions.create(
-        {
-          model: this.options.model,
-          messages: request.messages,
-          temperature: 0,
-          max_tokens: this.options.maxOutputTokens,
-          logprobs: true,
-          top_logprobs: TOP_LOGPROBS,
-          response_format: {
-            type: "json_schema",
-            json_schema: { name: "answers", strict: true, schema: request.schema },
-          },
-        },
-        { signal: AbortSignal.any([signal, timer]) },
-      );
+      response = await this.client.chat.completions.create(body, { signal: AbortSignal.any([signal, timer]) });
     } catch (err) {
       if (timer.aborted && !signal.aborted) throw new UpstreamError({ kind: "timeout" });
       throw toUpstreamError(err);
     }
-    const choice = response.choices[0];
-    const content = choice?.logprobs?.content;
-    const logprobs: TokenLogprob[] | null =
-      content && content.length > 0
-        ? content.map((t) => ({
-            token: t.token,
-            logprob: t.logprob,
-            top: (t.top_logprobs ?? []).map((a) => ({ token: a.token, logprob: a.logprob })),
-          }))
-        : null;
+    const choice = response.choices?.[0];
+    if (choice === undefined) throw new UpstreamError({ kind: "malformed", message: "the response has no choice" });
+    const first = choice.logprobs?.content?.[0];
+    const usage = response.usage as
+      | (OpenAI.CompletionUsage & { prompt_tokens_details?: { cached_tokens?: number } })
+      | undefined;
+    const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
     return {
-      content: choice?.message?.content ?? null,
-      finishReason: choice?.finish_reason ?? null,
-      logprobs,
-      usage: { input: response.usage?.prompt_tokens ?? 0, output: response.usage?.completion_tokens ?? 0 },
+      alternatives: first === undefined ? null : (first.top_logprobs ?? []).map(alternative),
+      emitted: first === undefined ? emittedText(choice.message?.content) : alternative(first),
+      usage: { input: Math.max(0, (usage?.prompt_tokens ?? 0) - cached), output: usage?.completion_tokens ?? 0 },
     };
   }
+}
+
+function alternative(t: { token: string; logprob: number; bytes?: number[] | null }): Alternative {
+  return t.bytes === undefined || t.bytes === null
+    ? { token: t.token, logprob: t.logprob }
+    : { token: t.token, logprob: t.logprob, bytes: t.bytes };
+}
+
+/** Without logprobs, the emitted text is all there is (its probability unknown, so 0 in log space). */
+function emittedText(content: string | null | undefined): Alternative | null {
+  return content === null || content === undefined ? null : { token: content, logprob: 0 };
 }
 
 /**

@@ -1,23 +1,19 @@
-import type { TokenLogprob } from "../decide/logprobs";
-import type { ChatMessage } from "../prompt";
+import type { ProbeRequest } from "../decide/probe";
+import type { Alternative } from "../decide/readout";
 
-export interface CompletionRequest {
-  messages: ChatMessage[];
-  /** JSON schema the answer must follow (sent as a strict `json_schema` response format). */
-  schema: Record<string, unknown>;
-}
-
-export interface Completion {
-  content: string | null;
-  finishReason: string | null;
-  /** The emitted tokens with their alternatives; null when the backend sent no logprobs. */
-  logprobs: TokenLogprob[] | null;
+/** What one probe brought back. */
+export interface ProbeResult {
+  /** The alternatives reported at the probed position; null when the backend sent no logprobs. */
+  alternatives: Alternative[] | null;
+  /** The one token the backend emitted there (at temperature 0, its most likely), if it sent one. */
+  emitted: Alternative | null;
+  /** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
   usage: { input: number; output: number };
 }
 
-/** What the decider needs from the model server. */
+/** What the decider needs from a model: the next-token alternatives after a prefilled answer. */
 export interface Upstream {
-  complete(request: CompletionRequest, signal: AbortSignal): Promise<Completion>;
+  probe(request: ProbeRequest, signal: AbortSignal): Promise<ProbeResult>;
 }
 
 /** How an upstream call failed, in terms the HTTP layer maps to statuses. */
@@ -25,6 +21,8 @@ export type UpstreamFailure =
   | { kind: "timeout" }
   | { kind: "aborted" }
   | { kind: "unreachable"; message: string }
+  /** A 200 whose body lacks what every answer needs (no choice). */
+  | { kind: "malformed"; message: string }
   | { kind: "http"; status: number; message: string; retryAfter?: string };
 
 export class UpstreamError extends Error {

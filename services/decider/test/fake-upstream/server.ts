@@ -2,8 +2,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 
 /**
- * A fake OpenAI-compatible model server on a real port. It honours the request's JSON schema, picks each
- * answer from a scripted distribution, and reports logprobs the way llama.cpp, vLLM or Ollama do.
+ * A fake OpenAI-compatible model server on a real port. A call is a probe: the prompt lists questions and
+ * ends with an assistant message prefilled up to one answer's value (`{"q2": "`); the fake answers one
+ * token and reports the alternatives at that position from a scripted distribution over the outcomes.
+ * The llama flavour follows the recordings of a real llama-server (../shared/fixtures/llama-server-b10573):
+ * raw, unconstrained alternatives (whitespace runs, a bare quote, an unquoted letter inside a string,
+ * glued `:t`, partial UTF-8 pieces with `token: ""`, the empty end token), values split or glued in
+ * several ways (` t`, ` true`, `true,`, `B"}`), any model name accepted, `/v1/models` in both the OpenAI
+ * and the Ollama shape, cached prompt tokens reported, and a 500 when calls running together overflow
+ * the context their slots share.
  */
 export type Flavour = "llama" | "vllm" | "ollama";
 
@@ -11,13 +18,16 @@ export type Fault =
   | "model404"
   | "http500"
   | "hang"
+  /** A 200 with no choice in it. */
   | "malformed"
-  | "missing"
-  | "unknownCode"
-  | "truncated"
+  /** `logprobs: null`; the emitted token is still the most likely one. */
   | "noLogprobs"
+  /** Alternatives of which none can begin an outcome (every outcome absent). */
+  | "junkOnly"
   | "drop"
   | "contextTooLong"
+  /** llama.cpp's 500 for calls that overflowed the shared context together. */
+  | "sharedContext"
   | "http429";
 
 /** One question as the fake read it from the prompt and the schema. */
@@ -35,11 +45,10 @@ export interface AskedQuestion {
 /** Target probabilities per label (over all of a question's labels; the fake conditions on those shown). */
 export type Script = (q: AskedQuestion) => Record<string, number>;
 
-interface Token {
+interface Alt {
   token: string;
-  logprob: number;
-  bytes: number[];
-  top_logprobs: { token: string; logprob: number; bytes: number[] }[];
+  p: number;
+  bytes?: number[];
 }
 
 /** A deterministic, uneven default distribution: weight from a hash of question name and label. */
@@ -54,6 +63,8 @@ export function hash(s: string): number {
 
 const JSON_STRING = /"(?:[^"\\]|\\.)*"/;
 const HEADER = new RegExp(`^## Question (q\\d+): (${JSON_STRING.source}) \\(([^)]*)\\)$`);
+/** The assistant prefill of a probe: which key, and what of the value's text it already holds. */
+const PREFILL = /^\{"(q\d+)":( "| )?$/;
 const OPTION = new RegExp(`^- "([A-Z])": (${JSON_STRING.source})`);
 
 export class FakeUpstream {
@@ -62,17 +73,25 @@ export class FakeUpstream {
   models: string[];
   modelsStatus = 200;
   script: Script = hashedScript;
-  /** Share of probability the llama flavour gives to junk tokens (unconstrained distribution). */
+  /** Share of probability the llama flavour gives to tokens that begin no outcome (raw distribution). */
   junk = 0.1;
   /** Faults applied to the next calls, one each, in order. */
   faults: Fault[] = [];
   /** While true, chat calls wait until release() (or until the client goes away). */
   holding = false;
-  usage = { prompt_tokens: 100, completion_tokens: 10 };
+  /** Prompt tokens per call; the llama flavour reports all but 10 as cached when it saw the prefix before. */
+  promptTokens = 100;
+  /**
+   * llama flavour: the context (in prompt tokens) that calls running at once share, like llama-server's
+   * `-c` over its slots. A call that overflows it together with the calls in flight gets the 500.
+   */
+  sharedContext: number | undefined;
 
   calls = 0;
   inflight = 0;
   maxInflight = 0;
+  /** How many chat calls were in flight (itself included) when each call arrived. */
+  concurrencyAtArrival: number[] = [];
   /** Calls whose client went away before the fake answered. */
   aborted = 0;
   requests: Record<string, unknown>[] = [];
@@ -80,9 +99,13 @@ export class FakeUpstream {
   authorizations: (string | undefined)[] = [];
   /** [start, end] of every answered chat call, in performance.now() ms (the benchmark subtracts them). */
   busy: [number, number][] = [];
+  /** Every distribution the fake reported, as outcome label -> probability, by question name (tests compare). */
+  reported: { name: string; key: string; probabilities: Record<string, number> }[] = [];
 
   private server: Server | undefined;
   private waiters: (() => void)[] = [];
+  private prefixes = new Set<string>();
+  private inflightTokens = 0;
 
   constructor(options: { flavour?: Flavour; models?: string[] } = {}) {
     this.flavour = options.flavour ?? "vllm";
@@ -116,10 +139,7 @@ export class FakeUpstream {
     this.authorizations.push(req.headers.authorization);
     if (req.method === "GET" && url === "/v1/models") {
       if (this.modelsStatus !== 200) return send(res, this.modelsStatus, { error: "not found" });
-      return send(res, 200, {
-        object: "list",
-        data: this.models.map((id) => ({ id, object: "model", created: 0, owned_by: this.flavour })),
-      });
+      return send(res, 200, this.modelList());
     }
     if (req.method !== "POST" || url !== "/v1/chat/completions") return send(res, 404, { error: "no route" });
     const started = performance.now();
@@ -129,16 +149,29 @@ export class FakeUpstream {
     this.requests.push(body);
     this.calls += 1;
     this.inflight += 1;
+    this.concurrencyAtArrival.push(this.inflight);
     this.maxInflight = Math.max(this.maxInflight, this.inflight);
+    const fault = this.faults.shift();
+    const tokens = this.promptTokens;
+    const overflow =
+      fault === "sharedContext" ||
+      (this.sharedContext !== undefined &&
+        tokens <= this.sharedContext &&
+        this.inflightTokens + tokens > this.sharedContext);
+    if (!overflow) this.inflightTokens += tokens;
     let gone = false;
     res.on("close", () => {
       this.inflight -= 1;
+      if (!overflow) this.inflightTokens -= tokens;
       if (!res.writableFinished) {
         gone = true;
         this.aborted += 1;
       }
     });
-    const fault = this.faults.shift();
+    if (overflow) {
+      // What llama-server answers (recording 0007) when calls that each fit overflow the shared context.
+      return send(res, 500, { error: { code: 500, message: "Context size has been exceeded.", type: "server_error" } });
+    }
     if (this.holding || fault === "hang") {
       await new Promise<void>((resolve) => {
         if (fault !== "hang") this.waiters.push(resolve);
@@ -156,13 +189,26 @@ export class FakeUpstream {
     }
     if (fault === "http500")
       return send(res, 500, { error: { code: 500, message: "internal error", type: "server_error" } });
-    if (fault === "contextTooLong") return send(res, 400, this.contextTooLong());
+    if (fault === "contextTooLong" || (this.sharedContext !== undefined && tokens > this.sharedContext)) {
+      return send(res, 400, this.contextTooLong(tokens));
+    }
     if (fault === "http429") {
       res.setHeader("retry-after", "7");
       return send(res, 429, { error: { code: 429, message: "too many requests", type: "rate_limit" } });
     }
     send(res, 200, this.complete(body, fault));
     this.busy.push([started, performance.now()]);
+  }
+
+  private modelList(): unknown {
+    const data = this.models.map((id) => ({ id, object: "model", created: 0, owned_by: this.flavour }));
+    if (this.flavour !== "llama") return { object: "list", data };
+    // llama-server (recording 0022) lists the loaded file in an Ollama-style array and an OpenAI one.
+    return {
+      models: this.models.map((name) => ({ name, model: name, type: "model", capabilities: ["completion"] })),
+      object: "list",
+      data: data.map((m) => ({ ...m, owned_by: "llamacpp", aliases: [m.id] })),
+    };
   }
 
   private modelNotFound(model: string): unknown {
@@ -185,13 +231,17 @@ export class FakeUpstream {
     };
   }
 
-  private contextTooLong(): unknown {
+  private contextTooLong(tokens: number): unknown {
     if (this.flavour === "llama") {
+      // Recording 0020.
+      const ctx = this.sharedContext ?? 4096;
       return {
         error: {
           code: 400,
-          message: "the request exceeds the available context size, try increasing it",
+          message: `request (${tokens} tokens) exceeds the available context size (${ctx} tokens), try increasing it`,
           type: "exceed_context_size_error",
+          n_prompt_tokens: tokens,
+          n_ctx: ctx,
         },
       };
     }
@@ -204,117 +254,81 @@ export class FakeUpstream {
     };
   }
 
-  /** Reads the questions of a call from its prompt (names, choice labels) and its schema (codes). */
+  /** Reads the questions of a prompt from its headers and option lines. */
   static asked(body: Record<string, unknown>): AskedQuestion[] {
     const messages = body.messages as { role: string; content: string }[];
     const user = messages.find((m) => m.role === "user")?.content ?? "";
-    const format = body.response_format as { json_schema: { schema: { properties: Record<string, Prop> } } };
-    const props = format.json_schema.schema.properties;
     const out: AskedQuestion[] = [];
     let current: AskedQuestion | undefined;
     for (const line of user.split("\n")) {
       const header = HEADER.exec(line);
       if (header) {
-        const key = header[1] as string;
-        const prop = props[key] as Prop;
-        const kind = prop.type === "boolean" ? "noul" : prop.type === "integer" ? "score" : "choice";
-        const codes = prop.type === "boolean" ? [true, false] : (prop.enum ?? []);
+        const title = header[3] as string;
+        const kind = title.startsWith("yes/no") ? "noul" : title.startsWith("score") ? "score" : "choice";
+        const levels = kind === "score" ? Number(/0-(\d+)/.exec(title)?.[1]) + 1 : 0;
+        const codes: (string | number | boolean)[] =
+          kind === "noul" ? [true, false] : kind === "score" ? Array.from({ length: levels }, (_, i) => i) : [];
         current = {
-          key,
+          key: header[1] as string,
           name: JSON.parse(header[2] as string) as string,
           kind,
           codes,
           labels: kind === "choice" ? [] : codes.map(String),
-          title: header[3] as string,
+          title,
         };
         out.push(current);
         continue;
       }
       const option = OPTION.exec(line);
-      if (option && current?.kind === "choice") current.labels.push(JSON.parse(option[2] as string) as string);
+      if (option && current?.kind === "choice") {
+        current.codes.push(option[1] as string);
+        current.labels.push(JSON.parse(option[2] as string) as string);
+      }
     }
     return out;
   }
 
+  /** The question a probe asks (from its prefill) and the part of the value's text the prefill holds. */
+  static probed(body: Record<string, unknown>): { question: AskedQuestion; opened: "" | " " | ' "' } {
+    const messages = body.messages as { role: string; content: string }[];
+    const last = messages[messages.length - 1];
+    const match = last?.role === "assistant" ? PREFILL.exec(last.content) : null;
+    if (match === null) throw new Error("the fake answers probes only: the last message must be a prefill");
+    const question = FakeUpstream.asked(body).find((q) => q.key === match[1]);
+    if (question === undefined) throw new Error(`no question ${match[1]} in the prompt`);
+    return { question, opened: (match[2] ?? "") as "" | " " | ' "' };
+  }
+
   private complete(body: Record<string, unknown>, fault: Fault | undefined): unknown {
-    const questions = FakeUpstream.asked(body);
+    const { question: q, opened } = FakeUpstream.probed(body);
+    const target = this.script(q);
+    const weights = q.labels.map((l) => Math.max(0, target[l] ?? 0));
+    const total = weights.reduce((a, b) => a + b, 0);
+    const probs = weights.map((w) => (total > 0 ? w / total : 1 / weights.length));
+    this.reported.push({
+      name: q.name,
+      key: q.key,
+      probabilities: Object.fromEntries(q.labels.map((l, i) => [l, probs[i] as number])),
+    });
+    const junk = fault === "junkOnly" ? 1 : this.flavour === "llama" ? this.junk : 0;
+    const alts: Alt[] = [];
+    q.codes.forEach((code, i) => {
+      for (const [token, share] of this.forms(code, opened))
+        alts.push({ token, p: (probs[i] as number) * (1 - junk) * share });
+    });
+    if (junk > 0) {
+      const junkTokens = this.junkTokens(q, opened);
+      for (const [k, alt] of junkTokens.entries()) alts.push({ ...alt, p: junk / 2 ** (k + 1) });
+    }
+    const positive = alts.filter((a) => a.p > 0).sort((a, b) => b.p - a.p);
     const topN = Math.min(Number(body.top_logprobs ?? 0), 20);
-    const answers = questions.map((q) => {
-      const target = this.script(q);
-      const weights = q.labels.map((l) => Math.max(0, target[l] ?? 0));
-      const total = weights.reduce((a, b) => a + b, 0);
-      const probs = weights.map((w) => (total > 0 ? w / total : 1 / weights.length));
-      let best = 0;
-      probs.forEach((p, i) => {
-        if (p > (probs[best] as number)) best = i;
-      });
-      return { q, probs, emitted: q.codes[best] as string | number | boolean };
-    });
-    if (fault === "missing") answers.pop();
-    let tokens: Token[] = [];
-    const push = (token: string, top: { token: string; p: number }[] = []) => {
-      const withSelf = top.some((t) => t.token === token) ? top : [{ token, p: 1 }, ...top];
-      const sorted = withSelf.sort((a, b) => b.p - a.p).slice(0, Math.max(topN, 1));
-      tokens.push({
-        token,
-        logprob: Math.log(withSelf.find((t) => t.token === token)?.p ?? 1),
-        bytes: [...Buffer.from(token)],
-        top_logprobs:
-          topN === 0
-            ? []
-            : sorted.map((t) => ({ token: t.token, logprob: Math.log(t.p), bytes: [...Buffer.from(t.token)] })),
-      });
-    };
-    push("{");
-    answers.forEach(({ q, probs, emitted }, i) => {
-      const value = fault === "unknownCode" && i === 0 ? "Z" : emitted;
-      const sep = i === 0 ? "" : ",";
-      const spaced = this.flavour !== "vllm";
-      push(`${sep}"`);
-      push(q.key);
-      push(spaced ? `":` : `":`);
-      const alts = (render: (code: string | number | boolean) => string) => {
-        const list = q.codes.map((code, j) => ({
-          token: render(code),
-          p: (probs[j] as number) * (this.flavour === "llama" ? 1 - this.junk : 1),
-        }));
-        if (this.flavour === "llama") {
-          for (const [k, junk] of [' "', ' "\n', "Sure", " {"].entries())
-            list.push({ token: junk, p: this.junk / 2 ** (k + 1) });
-        }
-        return list.filter((t) => t.p > 0);
-      };
-      if (this.flavour === "llama") {
-        // llama.cpp: the leading space and the opening quote ride on the value token (` "A`).
-        const render = (c: string | number | boolean) => (typeof c === "string" ? ` "${c}` : ` ${c}`);
-        push(render(value), alts(render));
-        if (typeof value === "string") push(`"`);
-      } else if (this.flavour === "vllm") {
-        // vLLM (constrained): the quote is its own token; booleans span tokens (`tr` + `ue`, `f` + `alse`).
-        const head = (c: string | number | boolean) => (c === true ? "tr" : c === false ? "f" : String(c));
-        if (typeof value === "string") push(`"`);
-        push(head(value), alts(head));
-        if (value === true) push("ue");
-        if (value === false) push("alse");
-        if (typeof value === "string") push(`"`);
-      } else {
-        // Ollama: leading-space tokens (` true`, ` 3`); a string's code carries its closing quote (`A"`).
-        const render = (c: string | number | boolean) => (typeof c === "string" ? `${c}"` : ` ${c}`);
-        if (typeof value === "string") push(` "`);
-        push(render(value), alts(render));
-      }
-    });
-    push("}");
-    let content = tokens.map((t) => t.token).join("");
-    let finish = "stop";
-    if (fault === "malformed") {
-      content = "Sure! Here are the answers you asked for.";
-      tokens = [{ token: content, logprob: -0.1, bytes: [], top_logprobs: [] }];
-    }
-    if (fault === "truncated") {
-      content = content.slice(0, Math.floor(content.length / 2));
-      finish = "length";
-    }
+    const emitted = positive[0] ?? { token: "", p: 1 };
+    const entry = (a: Alt) => ({ token: a.token, logprob: Math.log(a.p), bytes: a.bytes ?? [...Buffer.from(a.token)] });
+    const prefix = JSON.stringify((body.messages as unknown[]).slice(0, -1));
+    const cached = this.flavour === "llama" && this.prefixes.has(prefix) ? this.promptTokens - 10 : 0;
+    this.prefixes.add(prefix);
+    if (fault === "malformed")
+      return { id: "chatcmpl-fake", object: "chat.completion", created: 0, model: body.model, choices: [] };
     return {
       id: "chatcmpl-fake",
       object: "chat.completion",
@@ -323,19 +337,82 @@ export class FakeUpstream {
       choices: [
         {
           index: 0,
-          message: { role: "assistant", content },
-          finish_reason: finish,
-          logprobs: fault === "noLogprobs" ? null : { content: tokens },
+          // llama-server trims message.content; logprobs keep the token as it is.
+          message: { role: "assistant", content: this.flavour === "llama" ? emitted.token.trim() : emitted.token },
+          finish_reason: "length",
+          logprobs:
+            fault === "noLogprobs"
+              ? null
+              : { content: [{ ...entry(emitted), top_logprobs: positive.slice(0, topN).map(entry) }] },
         },
       ],
-      usage: { ...this.usage, total_tokens: this.usage.prompt_tokens + this.usage.completion_tokens },
+      usage: {
+        prompt_tokens: this.promptTokens,
+        completion_tokens: 1,
+        total_tokens: this.promptTokens + 1,
+        ...(this.flavour === "llama" ? { prompt_tokens_details: { cached_tokens: cached } } : {}),
+      },
     };
   }
-}
 
-interface Prop {
-  type: string;
-  enum?: (string | number)[];
+  /**
+   * How each flavour's tokenizer writes an outcome's value after the prefill, with the share of the
+   * outcome's probability each form gets: split (` t`), whole (` true`) or glued to what follows (`B"}`).
+   */
+  private forms(code: string | number | boolean, opened: "" | " " | ' "'): [string, number][] {
+    const text = String(code);
+    if (opened === ' "') {
+      // Inside the string: the letter, the letter with the closing quote, or with the quote and brace.
+      return this.flavour === "llama"
+        ? [
+            [text, 0.7],
+            [`${text}"`, 0.2],
+            [`${text}"}`, 0.1],
+          ]
+        : [[text, 1]];
+    }
+    if (typeof code === "number") {
+      // Digits carry no leading space in the Qwen2 vocabulary (recordings, point 4).
+      return this.flavour === "llama"
+        ? [
+            [text, 0.8],
+            [`${text}}`, 0.2],
+          ]
+        : [[text, 1]];
+    }
+    if (this.flavour === "vllm") return [[text === "true" ? "tr" : "f", 1]];
+    return this.flavour === "llama"
+      ? [
+          [` ${text}`, 0.6],
+          [text, 0.2],
+          [` ${text.slice(0, 1)}`, 0.1],
+          [` ${text},`, 0.1],
+        ]
+      : [[` ${text}`, 1]];
+  }
+
+  /** Tokens a raw llama.cpp distribution holds at a value's position that begin no single outcome. */
+  private junkTokens(q: AskedQuestion, opened: "" | " " | ' "'): Omit<Alt, "p">[] {
+    const list: Omit<Alt, "p">[] = [
+      // Whitespace runs and a newline could precede any value: they name no outcome.
+      { token: "   " },
+      { token: "\n\n" },
+      // A partial UTF-8 piece, and the empty end-of-generation token.
+      { token: "", bytes: [230, 161] },
+      { token: "", bytes: [] },
+      { token: "Sure" },
+    ];
+    if (opened === ' "') {
+      // Unquoted forms are not valid inside the string the prefill opened (recordings: ` B` beside `"C`).
+      list.unshift({ token: ` ${String(q.codes[0])}` }, { token: `"${String(q.codes[0])}` });
+    } else if (opened === "") {
+      // A bare quote could open a string (no outcome here); `:t` repeats the colon the prefill already has.
+      list.unshift({ token: ' "' }, { token: ":t" });
+    } else {
+      list.unshift({ token: " " }, { token: `-${String(q.codes[0])}` });
+    }
+    return list;
+  }
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {

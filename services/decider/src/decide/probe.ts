@@ -1,0 +1,46 @@
+import type { ChatMessage } from "../prompt";
+import { answerKey, type Part } from "./plan";
+
+/**
+ * How to read the next token after a probe's prefill: the JSON text each outcome code continues as
+ * (`true`, `7`, or `B"` for a choice, whose opening quote is in the prefill) and whether JSON whitespace
+ * may come first there (not inside a string).
+ */
+export interface Reading {
+  literals: readonly string[];
+  whitespaceFirst: boolean;
+}
+
+/** One upstream call: the prompt's shared messages, then an assistant message prefilled up to one value. */
+export interface ProbeRequest {
+  messages: ChatMessage[];
+  reading: Reading;
+}
+
+/**
+ * The assistant prefill that ends exactly where the part's value begins, written as the model itself would
+ * write `{"q1": true}` and split at a pre-token boundary of byte-level BPE tokenizers (GPT-2, Llama 3,
+ * Qwen2): `{"q1":` before ` true`/` false`; `{"q1": ` before a digit, which carries no leading space;
+ * `{"q1": "` before a letter. The server tokenizes this text the same way on every call, so the value's
+ * position never depends on how a sampler split earlier text, nor on another question's answer.
+ */
+export function prefill(part: Part, index: number): string {
+  const key = `{"${answerKey(index)}":`;
+  if (part.kind === "noul") return key;
+  if (part.kind === "score") return `${key} `;
+  return `${key} "`;
+}
+
+export function readingOf(part: Part): Reading {
+  if (part.kind === "choice")
+    return { literals: part.options.map((o) => `${String(o.code)}"`), whitespaceFirst: false };
+  return { literals: part.options.map((o) => String(o.code)), whitespaceFirst: true };
+}
+
+/** The probe of the `index`-th part of a prompt whose shared messages are `shared`. */
+export function probeOf(shared: ChatMessage[], part: Part, index: number): ProbeRequest {
+  return {
+    messages: [...shared, { role: "assistant", content: prefill(part, index) }],
+    reading: readingOf(part),
+  };
+}

@@ -1,0 +1,45 @@
+import { deciderError } from "../errors";
+import type { Readiness, ReadinessProbe } from "./readiness";
+
+/** How long a model-list answer is trusted on the decision path before it is asked again. */
+export const MODEL_CHECK_MAX_AGE_MS = 5000;
+
+/**
+ * Keeps decisions from being served by the wrong model. llama.cpp answers a chat call with whatever model
+ * it loaded, whatever name the call gives, so a 200 proves nothing: the model list does. Decisions reuse
+ * a recent answer (at most MODEL_CHECK_MAX_AGE_MS old, one probe at a time); /ready always asks afresh.
+ * Only a backend that answered and lacks the model blocks decisions: an unreachable one fails the
+ * decision's own calls with their own error.
+ */
+export class ModelGate {
+  private last: { at: number; result: Readiness } | undefined;
+  private pending: Promise<Readiness> | undefined;
+
+  constructor(
+    private readonly probe: ReadinessProbe,
+    private readonly maxAgeMs = MODEL_CHECK_MAX_AGE_MS,
+  ) {}
+
+  /** Probes now (for /ready) and remembers the answer for the decision path. */
+  async check(): Promise<Readiness> {
+    this.pending ??= this.probe.check().then(
+      (result) => {
+        this.last = { at: Date.now(), result };
+        this.pending = undefined;
+        return result;
+      },
+      (err: unknown) => {
+        this.pending = undefined;
+        throw err;
+      },
+    );
+    return this.pending;
+  }
+
+  /** Throws the 503 `model_unavailable` when the backend answered that it does not hold the model. */
+  async assertServed(): Promise<void> {
+    const fresh = this.last !== undefined && Date.now() - this.last.at < this.maxAgeMs;
+    const result = fresh ? (this.last as { result: Readiness }).result : await this.check();
+    if (!result.ready && result.modelMissing) throw deciderError("model_unavailable", result.message);
+  }
+}
