@@ -33,6 +33,45 @@ export class AbortedError extends Error {
  * changed since 2019; if it is ever missing, Bottleneck simply keeps its own. The limiter tests check that
  * concurrency and queueing still hold.
  */
+interface BottleneckJob {
+  doRun(): void;
+  doExecute(limiter: unknown, clearGlobalState: unknown, run: unknown, free: unknown): void;
+  options: { expiration?: number | null };
+}
+
+type Internal = (...args: unknown[]) => unknown;
+
+interface BottleneckInternals {
+  _run?: (index: string, job: BottleneckJob, wait: number) => void;
+  _clearGlobalState: Internal;
+  _free: Internal;
+  _scheduled: Record<string, { timeout: unknown; expiration: unknown; job: BottleneckJob }>;
+  _limiter: unknown;
+}
+
+/**
+ * The same timer floor once more where Bottleneck starts a job it has admitted: `_run` waits
+ * `setTimeout(wait)` even when `wait` is 0 (no `minTime`, no reservoir: always, here), another 1 ms per
+ * upstream call. For wait 0 this starts the job on the next turn of the event loop instead; anything
+ * else (a job with an expiration, a positive wait) goes through Bottleneck's own `_run`. Same pinned
+ * release and fallback as above.
+ */
+function runWithoutTimerFloor(limiter: Bottleneck): void {
+  const internals = limiter as unknown as BottleneckInternals;
+  const original = internals._run;
+  if (typeof original !== "function") return;
+  internals._run = function (this: BottleneckInternals, index, job, wait) {
+    if (wait > 0 || job.options.expiration != null) return original.call(this, index, job, wait);
+    // As Bottleneck's own _run, but with setImmediate for the timer (which nothing clears while we run).
+    job.doRun();
+    const clearGlobalState = this._clearGlobalState.bind(this, index);
+    const run = (this._run as Internal).bind(this, index, job);
+    const free = this._free.bind(this, index, job);
+    this._scheduled[index] = { timeout: undefined, expiration: undefined, job };
+    setImmediate(() => job.doExecute(this._limiter, clearGlobalState, run, free));
+  };
+}
+
 function yieldWithoutTimerFloor(limiter: Bottleneck): void {
   const store = (limiter as unknown as { _store?: { yieldLoop?: unknown } })._store;
   if (store !== undefined && typeof store.yieldLoop === "function") {
@@ -56,6 +95,7 @@ export class UpstreamLimiter {
   ) {
     this.bottleneck = new Bottleneck({ maxConcurrent: maxInflight });
     yieldWithoutTimerFloor(this.bottleneck);
+    runWithoutTimerFloor(this.bottleneck);
   }
 
   /** Whether a request of this many calls could ever be admitted, even with an empty queue. */
