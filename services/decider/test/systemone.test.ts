@@ -502,29 +502,32 @@ describe("POST /v1/systemone", () => {
       });
     });
 
-    it("with LOCALDECIDER_ALLOW_NO_LOGPROBS, answers are the emitted outcomes with probability 1", async () => {
-      h = await harness({ allowNoLogprobs: true, maxInflight: 1 });
-      h.fake.script = script;
-      h.fake.faults = ["noLogprobs", "noLogprobs", "noLogprobs"];
-      const res = await decide(h);
-      expect(res.status).toBe(200);
-      expect(res.body.answers).toStrictEqual({
-        urgent: { type: "noul", noul: 1 },
-        topic: {
-          type: "choice",
-          choice: "billing",
-          probabilities: { billing: 1, shipping: 0, refund: 0, other: 0 },
-          confidence: 1,
-        },
-        severity: {
-          type: "score",
-          score: 2,
-          probabilities: { "0": 0, "1": 0, "2": 1, "3": 0 },
-          confidence: 1,
-          legend: { "0": "none", "1": "low", "2": "high", "3": { level: "critical" } },
-        },
-      });
-    });
+    it.each<Flavour>(["vllm", "llama"])(
+      "with LOCALDECIDER_ALLOW_NO_LOGPROBS, a %s backend's answers are the emitted outcomes with probability 1",
+      async (flavour) => {
+        h = await harness({ allowNoLogprobs: true, maxInflight: 1, flavour });
+        h.fake.script = script;
+        h.fake.faults = ["noLogprobs", "noLogprobs", "noLogprobs"];
+        const res = await decide(h);
+        expect(res.status).toBe(200);
+        expect(res.body.answers).toStrictEqual({
+          urgent: { type: "noul", noul: 1 },
+          topic: {
+            type: "choice",
+            choice: "billing",
+            probabilities: { billing: 1, shipping: 0, refund: 0, other: 0 },
+            confidence: 1,
+          },
+          severity: {
+            type: "score",
+            score: 2,
+            probabilities: { "0": 0, "1": 0, "2": 1, "3": 0 },
+            confidence: 1,
+            legend: { "0": "none", "1": "low", "2": "high", "3": { level: "critical" } },
+          },
+        });
+      },
+    );
 
     it("an outcome absent from the alternatives gets an explicit share, is counted, and is logged once", async () => {
       const lines: { message: string; absent?: unknown }[] = [];

@@ -69,7 +69,7 @@ export class OpenAIUpstream implements Upstream {
     const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
     return {
       alternatives: first === undefined ? null : (first.top_logprobs ?? []).map(alternative),
-      emitted: first === undefined ? emittedText(choice.message?.content) : alternative(first),
+      emitted: first === undefined ? emittedText(choice.message?.content, request) : alternative(first),
       usage: { input: Math.max(0, (usage?.prompt_tokens ?? 0) - cached), output: usage?.completion_tokens ?? 0 },
     };
   }
@@ -81,9 +81,17 @@ function alternative(t: { token: string; logprob: number; bytes?: number[] | nul
     : { token: t.token, logprob: t.logprob, bytes: t.bytes };
 }
 
-/** Without logprobs, the emitted text is all there is (its probability unknown, so 0 in log space). */
-function emittedText(content: string | null | undefined): Alternative | null {
-  return content === null || content === undefined ? null : { token: content, logprob: 0 };
+/**
+ * Without logprobs, the emitted text is all there is (its probability unknown, so 0 in log space). llama.cpp
+ * returns the prefill and its continuation as one (trimmed) content; the prefill is taken off again.
+ */
+function emittedText(content: string | null | undefined, request: ProbeRequest): Alternative | null {
+  if (content === null || content === undefined) return null;
+  const prefill = request.messages.at(-1)?.content ?? "";
+  for (const start of [prefill, prefill.trimEnd()]) {
+    if (start !== "" && content.startsWith(start)) return { token: content.slice(start.length), logprob: 0 };
+  }
+  return { token: content, logprob: 0 };
 }
 
 /**

@@ -337,8 +337,12 @@ export class FakeUpstream {
       choices: [
         {
           index: 0,
-          // llama-server trims message.content; logprobs keep the token as it is.
-          message: { role: "assistant", content: this.flavour === "llama" ? emitted.token.trim() : emitted.token },
+          // llama-server returns the prefill and its continuation as one trimmed content (recorded on
+          // b10573); logprobs keep the token as it is.
+          message: {
+            role: "assistant",
+            content: this.flavour === "llama" ? `${lastContent(body)}${emitted.token}`.trim() : emitted.token,
+          },
           finish_reason: "length",
           logprobs:
             fault === "noLogprobs"
@@ -413,6 +417,11 @@ export class FakeUpstream {
     }
     return list;
   }
+}
+
+function lastContent(body: Record<string, unknown>): string {
+  const messages = body.messages as { content: string }[];
+  return messages[messages.length - 1]?.content ?? "";
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
