@@ -6,6 +6,7 @@ import { UpstreamLimiter } from "../src/limiter";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { ModelListProbe } from "../src/upstream/readiness";
+import type { Upstream } from "../src/upstream/types";
 import { FakeUpstream, type Flavour } from "./fake-upstream/server";
 import { recorder } from "./setup/openapi-responses";
 
@@ -62,23 +63,34 @@ export interface HarnessOptions {
   logger?: Logger;
 }
 
-/** The real app against a fake upstream on a real port. */
-export async function harness(options: HarnessOptions = {}): Promise<Harness> {
-  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
-  const upstream = await fake.start();
+export interface DeciderUnderTest {
+  app: ReturnType<typeof createApp>["app"];
+  decider: Decider;
+  limiter: UpstreamLimiter;
+  observer: RecordingObserver;
+  logger: Logger;
+  close: () => Promise<void>;
+}
+
+/** The real app in front of any OpenAI-compatible upstream on a real port. */
+export function deciderFor(
+  upstream: string,
+  options: HarnessOptions & { wrapUpstream?: (upstream: Upstream) => Upstream } = {},
+): DeciderUnderTest {
   const model = options.upstreamModel ?? "test-model";
   const timeoutSeconds = options.timeoutSeconds ?? 30;
-  const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 64);
+  const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 256);
   const observer = new RecordingObserver();
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
   const baseURL = upstreamBaseURL(upstream);
+  const adapter = new OpenAIUpstream({
+    baseURL,
+    model,
+    apiKey: options.upstreamApiKey,
+    timeoutMs: timeoutSeconds * 1000,
+  });
   const { app, decider } = createApp({
-    upstream: new OpenAIUpstream({
-      baseURL,
-      model,
-      apiKey: options.upstreamApiKey,
-      timeoutMs: timeoutSeconds * 1000,
-    }),
+    upstream: options.wrapUpstream?.(adapter) ?? adapter,
     probe: new ModelListProbe({ baseURL, model, apiKey: options.upstreamApiKey, timeoutMs: 5000 }),
     limiter,
     logger,
@@ -93,17 +105,21 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     bodyLimit: options.bodyLimit ?? "1mb",
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });
+  return { app, decider, limiter, observer, logger, close: () => limiter.stop() };
+}
+
+/** The real app against a fake upstream on a real port. */
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
+  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
+  const upstream = await fake.start();
+  const d = deciderFor(upstream, options);
   return {
+    ...d,
     fake,
-    app,
-    decider,
-    limiter,
-    observer,
-    logger,
     upstream,
     close: async () => {
       await fake.stop();
-      await limiter.stop();
+      await d.close();
     },
   };
 }

@@ -1,0 +1,106 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import path from "node:path";
+import type { TinyEngine } from "./engine";
+import { type ChatMessage, EngineUpstream, renderChatML } from "./engine-upstream";
+
+/** An OpenAI-compatible model server the decider's tests can call, and the prompt it evaluates. */
+export interface AnswerBackend {
+  url: string;
+  /** The model name the server lists at /v1/models. */
+  model: string;
+  /** The prompt text the server evaluates for these chat messages. */
+  promptOf(messages: readonly ChatMessage[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** node-llama-cpp behind the llama.cpp-shaped test upstream, in this process on a port of its own. */
+export async function engineBackend(engine: TinyEngine, model = "tiny.gguf"): Promise<AnswerBackend> {
+  const upstream = new EngineUpstream(engine, model);
+  const url = await upstream.start();
+  return { url, model, promptOf: async (messages) => renderChatML(messages), stop: () => upstream.stop() };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * A real llama-server binary (given by LLAMA_SERVER_BIN; never part of the repository) on loopback,
+ * serving the tiny model with the slots and shared context the README recommends. The prompt it
+ * evaluates is asked of its own `/apply-template`, so the expectation uses the server's template.
+ */
+export async function llamaServerBackend(
+  bin: string,
+  modelFile: string,
+  extraArgs: string[] = [],
+): Promise<AnswerBackend> {
+  const port = await freePort();
+  // Without --alias the server lists the path it was given.
+  const model = path.basename(modelFile);
+  const child: ChildProcess = spawn(
+    bin,
+    [
+      "-m",
+      modelFile,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "-c",
+      "8192",
+      "--parallel",
+      "2",
+      "--no-webui",
+      "-t",
+      "1",
+      "--alias",
+      model,
+      ...extraArgs,
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let log = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    log = (log + chunk.toString("utf8")).slice(-4000);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (child.exitCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGTERM");
+    await exited;
+  };
+  // Bounded: the tiny model loads in well under a second; give it 60 s before failing with its log.
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log}`);
+    const ok = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    if (i >= 600) {
+      await stop();
+      throw new Error(`llama-server did not become healthy in 60 s:\n${log}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    url,
+    model,
+    promptOf: async (messages) => {
+      const res = await fetch(`${url}/apply-template`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ messages }),
+      });
+      if (!res.ok) throw new Error(`/apply-template answered ${res.status}: ${await res.text()}`);
+      return ((await res.json()) as { prompt: string }).prompt;
+    },
+    stop,
+  };
+}

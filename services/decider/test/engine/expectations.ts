@@ -1,0 +1,111 @@
+import type { Question } from "@localdecider/contracts";
+import type { ProbeRequest, Reading } from "../../src/decide/probe";
+import type { ProbeResult, Upstream } from "../../src/upstream/types";
+import { FakeUpstream } from "../fake-upstream/server";
+import { sum } from "../helpers";
+import type { TinyEngine } from "./engine";
+import { topTokens } from "./engine-upstream";
+
+/**
+ * What the decider must answer, computed from the engine itself: the engine suites compare every answer
+ * with these.
+ */
+const TOP = 20;
+
+/** What can follow a complete value in the one-key object: how far the expectation looks past it. */
+const AFTER = ["}", ",", " ", "\n"];
+const WHITESPACE = ["", " ", "  ", "\n", "\t"];
+
+/**
+ * Independent of the read-out's own code: a token counts for an outcome when it is a prefix of one of the
+ * outcome's valid continuations (or holds one whole and goes on), and of no other outcome's.
+ */
+export function outcomeOf(text: string, reading: Reading): number | undefined {
+  if (text === "") return undefined;
+  const matches = reading.literals.flatMap((literal, i) => {
+    const starts = reading.whitespaceFirst ? WHITESPACE : [""];
+    const continuations = starts.flatMap((w) => AFTER.map((after) => `${w}${literal}${after}`));
+    return continuations.some((c) => c.startsWith(text) || text.startsWith(c)) ? [i] : [];
+  });
+  return matches.length === 1 ? matches[0] : undefined;
+}
+
+export interface Expected {
+  /** The engine's distribution over every vocabulary token, summed per outcome and renormalised. */
+  exact: number[];
+  /** The same over the top 20 only, an absent outcome at half the 20th's probability (the documented rule). */
+  reported: number[];
+  absent: number;
+}
+
+/** Every vocabulary token that can begin exactly one outcome of a reading, with that outcome: [id, i]. */
+const counting = new Map<string, [number, number][]>();
+export function countingTokens(engine: TinyEngine, reading: Reading): [number, number][] {
+  const key = JSON.stringify(reading);
+  let list = counting.get(key);
+  if (list === undefined) {
+    list = [];
+    for (let id = 0; id < engine.vocabSize; id++) {
+      const i = outcomeOf(engine.piece(id).text, reading);
+      if (i !== undefined) list.push([id, i]);
+    }
+    counting.set(key, list);
+  }
+  return list;
+}
+
+export async function expected(engine: TinyEngine, prompt: string, reading: Reading): Promise<Expected> {
+  const logprobs = await engine.nextLogprobs(engine.tokenize(prompt));
+  const exact = reading.literals.map(() => 0);
+  for (const [id, i] of countingTokens(engine, reading))
+    exact[i] = (exact[i] as number) + Math.exp(logprobs[id] as number);
+  const top = topTokens(logprobs, TOP);
+  const reported = reading.literals.map(() => 0);
+  for (const id of top) {
+    const i = outcomeOf(engine.piece(id).text, reading);
+    if (i !== undefined) reported[i] = (reported[i] as number) + Math.exp(logprobs[id] as number);
+  }
+  const floor = Math.exp(logprobs[top[TOP - 1] as number] as number) / 2;
+  const absent = reported.filter((w) => w === 0).length;
+  const filled = reported.map((w) => (w === 0 ? floor : w));
+  const norm = (ws: number[]) => ws.map((w) => w / sum(ws));
+  return { exact: norm(exact), reported: norm(filled), absent };
+}
+
+/** Records every probe the decider sends and what came back, around the real upstream adapter. */
+export class RecordingUpstream implements Upstream {
+  probes: ProbeRequest[] = [];
+  constructor(private readonly inner: Upstream) {}
+  probe(req: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
+    this.probes.push(req);
+    return this.inner.probe(req, signal);
+  }
+}
+
+/** The question name a probe asks about (from its prefill and the prompt's headers). */
+export const probedName = (probe: ProbeRequest) =>
+  FakeUpstream.probed(probe as unknown as Record<string, unknown>).question.name;
+
+export const chooser = (labels: string[]): Question => ({
+  type: "choice",
+  instructions: "Which one fits best?",
+  criteria: Object.fromEntries(labels.map((l) => [l, `the ${l} option`])),
+});
+
+export const QUESTIONS: Record<string, Question> = {
+  bug: {
+    type: "noul",
+    instructions: "Is this a bug fix?",
+    criteria: { true: "it fixes a defect", false: "anything else" },
+  },
+  breaking: { type: "noul", instructions: "Does it break the API?" },
+  risk: { type: "score", instructions: "How risky?", criteria: ["none", "low", "medium", "high"] },
+  size: {
+    type: "score",
+    instructions: "How large, 0 to 9?",
+    criteria: Array.from({ length: 10 }, (_, i) => `size ${i}`),
+  },
+  area: chooser(["api", "db", "docs"]),
+};
+
+export const STATE = { diff: "--- a/src/handler.ts\n+++ b/src/handler.ts\n-  if (user) {\n+  if (user !== null) {" };
