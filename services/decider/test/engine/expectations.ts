@@ -75,10 +75,14 @@ export async function expected(engine: TinyEngine, prompt: string, reading: Read
 /** Records every probe the decider sends and what came back, around the real upstream adapter. */
 export class RecordingUpstream implements Upstream {
   probes: ProbeRequest[] = [];
+  /** The token each probe's server emitted (greedy), by probe. */
+  emitted = new Map<ProbeRequest, string | undefined>();
   constructor(private readonly inner: Upstream) {}
-  probe(req: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
+  async probe(req: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
     this.probes.push(req);
-    return this.inner.probe(req, signal);
+    const result = await this.inner.probe(req, signal);
+    this.emitted.set(req, result.emitted?.token);
+    return result;
   }
 }
 
