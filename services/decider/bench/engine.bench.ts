@@ -7,15 +7,14 @@
  * Run: pnpm --filter @localdecider/decider bench
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { ANSWER_MODEL } from "../test/engine/answer-model";
+import { freePort, llamaServerBackend, stopProcess, waitUntilOk } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 21);
-/** LOCALDECIDER_MAX_INFLIGHT, and llama-server's slots to match. */
-const inflight = Number(process.env.LOCALDECIDER_MAX_INFLIGHT ?? 2);
+
 /**
  * Warm-up requests per size: V8 optimises the decider's hot paths only after some hundreds of calls, and a
  * running service is warm; 1-question requests are cheap, so they get the most.
@@ -58,14 +57,6 @@ const median = (values: number[]) => {
   return sorted[Math.floor(sorted.length / 2)] as number;
 };
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 function firstLine(child: ChildProcess): Promise<string> {
   return new Promise((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`exited with ${code} before it was ready`)));
@@ -73,84 +64,57 @@ function firstLine(child: ChildProcess): Promise<string> {
   });
 }
 
-async function until(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (
-      await fetch(url).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${url} did not answer 200 within 30 s`);
+interface Upstream {
+  url: string;
+  model: string;
+  stop: () => Promise<void>;
+  /** Whether it reports when it was busy (GET /bench/busy). */
+  observable: boolean;
+  name: string;
 }
 
 /**
- * The model server: by default node-llama-cpp behind the test upstream (which reports when it was busy);
- * with LLAMA_SERVER_BIN, a real llama-server (2 slots, 8192 context, prompt cache on, as the README
- * recommends), whose busy time is not observable from here: that table leaves "decider added" out.
+ * The model server: by default node-llama-cpp behind the test upstream, in its own process (it reports
+ * when it was busy); with LLAMA_SERVER_BIN, a real llama-server as the engine suites start it (2 slots,
+ * 8192 context, prompt cache on), whose busy time is not observable from here: "decider added" is left out.
  */
-async function startUpstream(
-  model: string,
-): Promise<{ url: string; child: ChildProcess; observable: boolean; name: string }> {
+async function startUpstream(modelFile: string): Promise<Upstream> {
   const bin = process.env.LLAMA_SERVER_BIN;
-  if (bin === undefined) {
-    const child = spawn(process.execPath, [path.join(__dirname, "engine-upstream.main.js"), model], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    return { url: await firstLine(child), child, observable: true, name: "node-llama-cpp" };
+  if (bin !== undefined) {
+    const backend = await llamaServerBackend(bin, modelFile);
+    return { ...backend, observable: false, name: "llama-server" };
   }
-  const port = await freePort();
-  const threads = process.env.LLAMA_THREADS ?? "1";
-  const child = spawn(
-    bin,
-    [
-      "-m",
-      model,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "-c",
-      "8192",
-      "--parallel",
-      "2",
-      "--no-webui",
-      "-t",
-      threads,
-      "--alias",
-      "tiny.gguf",
-    ],
-    { stdio: ["ignore", "ignore", "ignore"] },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  await until(`${url}/health`);
-  return { url, child, observable: false, name: `llama-server (${threads} thread${threads === "1" ? "" : "s"})` };
+  const child = spawn(process.execPath, [path.join(__dirname, "engine-upstream.main.js"), modelFile], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return {
+    url: await firstLine(child),
+    model: "tiny.gguf",
+    stop: () => stopProcess(child),
+    observable: true,
+    name: "node-llama-cpp",
+  };
 }
 
 async function main(): Promise<void> {
   const model = tinyModelPath(ANSWER_MODEL);
   const started = await startUpstream(model);
-  const upstreamProcess = started.child;
-  const children: ChildProcess[] = [upstreamProcess];
+  let decider: ChildProcess | undefined;
   try {
     const upstream = started.url;
     const port = await freePort();
-    const decider = spawn(process.execPath, [path.join(__dirname, "..", "src", "main.js")], {
+    decider = spawn(process.execPath, [path.join(__dirname, "..", "src", "main.js")], {
       stdio: ["ignore", "ignore", "inherit"],
       env: {
         ...process.env,
         LOCALDECIDER_PORT: String(port),
         LOCALDECIDER_UPSTREAM: upstream,
-        LOCALDECIDER_UPSTREAM_MODEL: "tiny.gguf",
+        LOCALDECIDER_UPSTREAM_MODEL: started.model,
         LOG_LEVEL: "error",
       },
     });
-    children.push(decider);
     const base = `http://127.0.0.1:${port}`;
-    await until(`${base}/ready`);
+    await waitUntilOk(`${base}/ready`);
     const rows: string[] = [];
     const e2eBySize = new Map<number, number>();
     for (const n of [1, 16, 100]) {
@@ -203,13 +167,8 @@ async function main(): Promise<void> {
         `${rows.join("\n")}\n`,
     );
   } finally {
-    for (const child of children.reverse()) {
-      if (child.exitCode === null) {
-        const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-        child.kill("SIGTERM");
-        await exited;
-      }
-    }
+    if (decider !== undefined) await stopProcess(decider);
+    await started.stop();
   }
 }
 

@@ -21,7 +21,7 @@ export async function engineBackend(engine: TinyEngine, model = "tiny.gguf"): Pr
   return { url, model, promptOf: async (messages) => renderChatML(messages), stop: () => upstream.stop() };
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };
@@ -69,25 +69,12 @@ export async function llamaServerBackend(
     log = (log + chunk.toString("utf8")).slice(-4000);
   });
   const url = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    if (child.exitCode !== null) return;
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    child.kill("SIGTERM");
-    await exited;
-  };
-  // Bounded: the tiny model loads in well under a second; give it 60 s before failing with its log.
-  for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log}`);
-    const ok = await fetch(`${url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    if (i >= 600) {
-      await stop();
-      throw new Error(`llama-server did not become healthy in 60 s:\n${log}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  const stop = () => stopProcess(child);
+  try {
+    await waitUntilOk(`${url}/health`, () => child.exitCode !== null);
+  } catch (err) {
+    await stop();
+    throw new Error(`${String(err)}; llama-server's log:\n${log}`);
   }
   return {
     url,
@@ -103,4 +90,26 @@ export async function llamaServerBackend(
     },
     stop,
   };
+}
+
+/** Polls a URL until it answers 2xx; bounded at 60 s, or until `gone()` says the server exited. */
+export async function waitUntilOk(url: string, gone: () => boolean = () => false): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (gone()) throw new Error(`the server behind ${url} exited`);
+    const ok = await fetch(url).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} did not answer 2xx within 60 s`);
+}
+
+/** SIGTERM, and wait until the process has exited (at once if it already has). */
+export async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  await exited;
 }
