@@ -62,8 +62,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
       429: error("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
         "Retry-After": { description: "Seconds until the queue is expected to have room" },
       }),
-      502: error("Model server unreachable, failing (5xx) or malformed output after the retries"),
-      503: error("Model server answered 404 for the model, or is busy"),
+      502: error(
+        "Model server unreachable, failing (5xx), a malformed response after the retries, or no logprobs (no_logprobs)",
+      ),
+      503: error("Model server does not hold the model (answered 404, or does not list it), or is busy"),
       504: error("An upstream call took longer than LOCALDECIDER_TIMEOUT"),
     },
   },
