@@ -82,7 +82,8 @@ function yieldWithoutTimerFloor(limiter: Bottleneck): void {
 /**
  * At most `maxInflight` upstream calls at once (Bottleneck) and at most `maxQueue` waiting. Admission is
  * by reservation: a request reserves every call it will make before any is queued, so one whose calls do
- * not all fit is refused whole. Bottleneck never retries; the malformed-output retries run inside a job.
+ * not all fit is refused whole. Queueing is fair between requests: each has at most `maxInflight` calls in
+ * Bottleneck's FIFO at a time. Bottleneck never retries; the malformed-output retries run inside a job.
  */
 export class UpstreamLimiter {
   private readonly bottleneck: Bottleneck;
@@ -131,13 +132,35 @@ export class UpstreamLimiter {
           this.running -= 1;
         }
       };
+    // Fairness: at most `maxInflight` of this request's calls are in Bottleneck's FIFO at a time; the
+    // rest wait here, in order. A request that arrives later so queues behind at most `maxInflight` calls
+    // of each request already waiting, not behind all of a large request's calls.
+    const waiting: (() => void)[] = [];
+    let submitted = 0;
+    const turn = (): Promise<void> => {
+      if (submitted < this.maxInflight) {
+        submitted += 1;
+        return Promise.resolve();
+      }
+      return new Promise((resolve) => waiting.push(resolve));
+    };
+    const pass = () => {
+      const next = waiting.shift();
+      if (next === undefined) submitted -= 1;
+      else next(); // the finished call's turn goes to the next one
+    };
     return {
-      run: <T>(fn: () => Promise<T>, signal: AbortSignal) => {
+      run: async <T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> => {
         if (signal.aborted) {
           take();
-          return Promise.reject(new AbortedError());
+          throw new AbortedError();
         }
-        return this.bottleneck.schedule(job(fn, signal, take));
+        await turn();
+        try {
+          return await this.bottleneck.schedule(job(fn, signal, take));
+        } finally {
+          pass();
+        }
       },
       runAlone: <T>(fn: () => Promise<T>, signal: AbortSignal) => {
         if (signal.aborted) return Promise.reject(new AbortedError());

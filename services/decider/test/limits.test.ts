@@ -1,5 +1,6 @@
 import { request as httpRequest } from "node:http";
 import request from "supertest";
+import { FakeUpstream } from "./fake-upstream/server";
 import { type Harness, harness, listen, waitFor } from "./helpers";
 
 const nouls = (n: number, prefix = "n") =>
@@ -29,6 +30,28 @@ describe("POST /v1/systemone under load", () => {
     expect(h.fake.calls).toBe(6);
     expect(h.fake.maxInflight).toBe(2);
     expect(h.limiter.counts()).toStrictEqual({ queued: 0, running: 0 });
+  });
+
+  it("queues fairly: a 1-question request sent after a 40-call one waits for a few calls, not for all of them", async () => {
+    h = await harness({ maxInflight: 2, questionsPerCall: 16 });
+    h.fake.holding = true;
+    const big = request(h.app)
+      .post("/v1/systemone")
+      .send(payload(40, "big"))
+      .then((r) => r);
+    await waitFor(() => h.fake.inflight === 2, "two of the big request's calls in flight");
+    const small = request(h.app)
+      .post("/v1/systemone")
+      .send(payload(1, "small"))
+      .then((r) => r);
+    await waitFor(() => h.limiter.counts().queued === 39, "the small request admitted");
+    h.fake.release();
+    expect((await small).status).toBe(200);
+    expect((await big).status).toBe(200);
+    const order = h.fake.requests.map((r) => FakeUpstream.probed(r).question.name);
+    // The two calls in flight, then at most MAX_INFLIGHT more of the big request's, then the small one.
+    expect(order.indexOf("small0")).toBeLessThanOrEqual(4);
+    expect(order).toHaveLength(41);
   });
 
   it("refuses a request whose calls would overflow MAX_QUEUE with 429 and Retry-After, before queueing any", async () => {
