@@ -15,7 +15,7 @@ export const configSchema = z.object({
   LOCALDECIDER_UPSTREAM_MODEL: z.string().default("qwen2.5-1.5b-instruct"),
   LOCALDECIDER_UPSTREAM_API_KEY: z.string().optional(),
   LOCALDECIDER_API_KEY: z.string().optional(),
-  /** Seconds one upstream call may take before it is aborted (504). */
+  /** Seconds one decision may take in all: queued calls, calls and retries (504 past it). */
   LOCALDECIDER_TIMEOUT: z.coerce.number().positive().default(180),
   LOCALDECIDER_MAX_INFLIGHT: int(1, 2),
   // Upstream calls admitted and not yet finished. A call answers one question (a choice of over 20 labels

@@ -408,10 +408,25 @@ describe("POST /v1/systemone", () => {
       const res = await decide(h, one);
       expect(res.status).toBe(504);
       expect(res.body).toStrictEqual({
-        error: "inference backend did not answer within 0.2 s",
+        error: "the decision did not complete within 0.2 s",
         code: "upstream_timeout",
       });
       await waitForAbort(h);
+    });
+
+    it("LOCALDECIDER_TIMEOUT bounds the whole request: calls still queued at the deadline never start", async () => {
+      h = await harness({ timeoutSeconds: 0.3, maxInflight: 1 });
+      h.fake.holding = true;
+      // Three calls through one slot: the first is held past the deadline, the other two wait for it.
+      const res = await decide(h, {
+        ...one,
+        questions: { a: { type: "noul" }, b: { type: "noul" }, c: { type: "noul" } },
+      });
+      expect(res.status).toBe(504);
+      expect(res.body).toStrictEqual({ error: "the decision did not complete within 0.3 s", code: "upstream_timeout" });
+      await waitForAbort(h);
+      await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
+      expect(h.fake.calls).toBe(1);
     });
 
     it("a context overflow on llama.cpp is recognised by its message too", async () => {

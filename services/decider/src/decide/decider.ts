@@ -64,6 +64,8 @@ export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): Ap
 interface RequestRun {
   reservation: Reservation;
   controller: AbortController;
+  /** Set when the request's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is a 504. */
+  timedOut: boolean;
   usage: { input_tokens: number; output_tokens: number };
   /** Outcomes estimated from the bound because no reported alternative could begin them. */
   absent: { question: string; outcomes: string[] }[];
@@ -121,11 +123,17 @@ export class Decider {
     const run: RequestRun = {
       reservation,
       controller: new AbortController(),
+      timedOut: false,
       usage: { input_tokens: 0, output_tokens: 0 },
       absent: [],
     };
     const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
+    // One deadline for the whole request: its queued calls, its calls and their retries together.
+    const deadline = setTimeout(() => {
+      run.timedOut = true;
+      run.controller.abort();
+    }, this.options.timeoutSeconds * 1000);
     try {
       const first = await this.askAll(run, state, plan.firstRound);
       const second =
@@ -139,7 +147,13 @@ export class Decider {
         });
       }
       return { model: this.servedModel, answers: answersOf(plan, [...first, ...second]), usage: run.usage };
+    } catch (err) {
+      if (run.timedOut) {
+        throw deciderError("upstream_timeout", `the decision did not complete within ${this.options.timeoutSeconds} s`);
+      }
+      throw err;
     } finally {
+      clearTimeout(deadline);
       clientSignal.removeEventListener("abort", onClientAbort);
       reservation.release();
     }
