@@ -71,7 +71,7 @@ export function buildDeciderOpenApi(): OpenApiDocument {
 export function createApp(deps: AppDeps): DeciderApp {
   const { metrics, observer } = createDeciderMetrics(deps.limiter);
   const openapi = buildDeciderOpenApi();
-  const gate = new ModelGate(deps.probe);
+  const gate = new ModelGate(deps.probe, deps.logger);
   const decider = new Decider({
     gate,
     allowNoLogprobs: deps.allowNoLogprobs,

@@ -1,8 +1,9 @@
 import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
-import { configSchema, upstreamBaseURL } from "./config";
+import { configSchema } from "./config";
 import { UpstreamLimiter } from "./limiter";
 import { PROMPT_VERSION } from "./prompt";
+import { upstreamAddress, upstreamAuthorization } from "./upstream/address";
 import { OpenAIUpstream } from "./upstream/openai-upstream";
 import { ModelListProbe } from "./upstream/readiness";
 import { SERVICE_VERSION } from "./version";
@@ -10,25 +11,27 @@ import { SERVICE_VERSION } from "./version";
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
-  const baseURL = upstreamBaseURL(config.LOCALDECIDER_UPSTREAM);
+  const address = upstreamAddress(config.LOCALDECIDER_UPSTREAM);
+  const { baseURL } = address;
+  const authorization = upstreamAuthorization(config.LOCALDECIDER_UPSTREAM_API_KEY, address.basicAuth);
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE);
   const { app } = createApp({
     upstream: new OpenAIUpstream({
       baseURL,
       model: config.LOCALDECIDER_UPSTREAM_MODEL,
-      apiKey: config.LOCALDECIDER_UPSTREAM_API_KEY,
+      authorization,
       timeoutMs,
     }),
     probe: new ModelListProbe({
       baseURL,
       model: config.LOCALDECIDER_UPSTREAM_MODEL,
-      apiKey: config.LOCALDECIDER_UPSTREAM_API_KEY,
+      authorization,
       timeoutMs: Math.min(timeoutMs, 10_000),
     }),
     limiter,
     logger,
-    upstreamAddress: config.LOCALDECIDER_UPSTREAM,
+    upstreamAddress: address.display,
     upstreamModel: config.LOCALDECIDER_UPSTREAM_MODEL,
     apiKey: config.LOCALDECIDER_API_KEY,
     limits: {
@@ -53,7 +56,7 @@ async function main(): Promise<void> {
   logger.info("decider listening", {
     host: config.LOCALDECIDER_HOST,
     port: running.port,
-    upstream: config.LOCALDECIDER_UPSTREAM,
+    upstream: address.display,
     upstreamModel: config.LOCALDECIDER_UPSTREAM_MODEL,
     version: SERVICE_VERSION,
     promptVersion: PROMPT_VERSION,

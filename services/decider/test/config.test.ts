@@ -3,7 +3,8 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
-import { configSchema, upstreamBaseURL } from "../src/config";
+import { configSchema } from "../src/config";
+import { upstreamAddress, upstreamBaseURL } from "../src/upstream/address";
 import { SERVICE_VERSION } from "../src/version";
 
 describe("configSchema", () => {

@@ -1,9 +1,9 @@
 import { createLogger, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
-import { upstreamBaseURL } from "../src/config";
 import type { Decider } from "../src/decide/decider";
 import { UpstreamLimiter } from "../src/limiter";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
+import { upstreamAddress, upstreamAuthorization } from "../src/upstream/address";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { ModelListProbe } from "../src/upstream/readiness";
 import type { Upstream } from "../src/upstream/types";
@@ -82,20 +82,17 @@ export function deciderFor(
   const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 256);
   const observer = new RecordingObserver();
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
-  const baseURL = upstreamBaseURL(upstream);
-  const adapter = new OpenAIUpstream({
-    baseURL,
-    model,
-    apiKey: options.upstreamApiKey,
-    timeoutMs: timeoutSeconds * 1000,
-  });
+  const address = upstreamAddress(upstream);
+  const { baseURL } = address;
+  const authorization = upstreamAuthorization(options.upstreamApiKey, address.basicAuth);
+  const adapter = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs: timeoutSeconds * 1000 });
   const { app, decider } = createApp({
     upstream: options.wrapUpstream?.(adapter) ?? adapter,
-    probe: new ModelListProbe({ baseURL, model, apiKey: options.upstreamApiKey, timeoutMs: 5000 }),
+    probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 }),
     limiter,
     logger,
     observer,
-    upstreamAddress: upstream,
+    upstreamAddress: address.display,
     upstreamModel: model,
     apiKey: options.apiKey,
     limits: { questionsPerCall: options.questionsPerCall ?? 16, outcomesPerCall: options.outcomesPerCall ?? 128 },

@@ -34,6 +34,9 @@ const body = {
   },
 };
 
+const CONTEXT_TOO_LONG =
+  "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL)";
+
 /** One question: a fault on its one call decides the whole request. */
 const one = { model: "localdecider", state: body.state, questions: { urgent: body.questions.urgent } };
 
@@ -319,23 +322,17 @@ describe("POST /v1/systemone", () => {
         "model404",
         503,
         {
-          error: "inference backend returned HTTP 404: The model `test-model` does not exist.",
+          error: "inference backend returned HTTP 404",
           code: "model_unavailable",
         },
       ],
-      [
-        "a 5xx becomes 502",
-        "http500",
-        502,
-        { error: "inference backend returned HTTP 500: internal error", code: "upstream_error" },
-      ],
+      ["a 5xx becomes 502", "http500", 502, { error: "inference backend returned HTTP 500", code: "upstream_error" }],
       [
         "a context overflow becomes 400 saying so",
         "contextTooLong",
         400,
         {
-          error:
-            "the request does not fit the model's context: This model's maximum context length is 4096 tokens. However, you requested 9000 tokens.",
+          error: CONTEXT_TOO_LONG,
           code: "context_too_long",
         },
       ],
@@ -369,7 +366,7 @@ describe("POST /v1/systemone", () => {
       const res = await decide(h, one);
       expect(res.status).toBe(503);
       expect(res.body).toStrictEqual({
-        error: 'inference backend returned HTTP 404: model "test-model" not found, try pulling it first',
+        error: "inference backend returned HTTP 404",
         code: "model_unavailable",
       });
     });
@@ -399,7 +396,7 @@ describe("POST /v1/systemone", () => {
       const res = await decide(h);
       expect(res.status).toBe(502);
       expect(res.body.code).toBe("upstream_unreachable");
-      expect(res.body.error).toMatch(/^inference backend unreachable: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
+      expect(res.body.error).toBe("inference backend unreachable");
     });
 
     it("a call past LOCALDECIDER_TIMEOUT is aborted and answered 504", async () => {
@@ -487,20 +484,19 @@ describe("POST /v1/systemone", () => {
       const res = await decide(h, one);
       expect(res.status).toBe(400);
       expect(res.body).toStrictEqual({
-        error: "the request does not fit the model's context: Context size has been exceeded.",
+        error: CONTEXT_TOO_LONG,
         code: "context_too_long",
       });
       expect(h.fake.calls).toBe(2);
     });
 
-    it("a prompt longer than llama.cpp's context is a 400 context_too_long with the server's reason", async () => {
+    it("a prompt longer than llama.cpp's context is a 400 context_too_long; the server's reason goes to the log", async () => {
       h = await harness({ flavour: "llama" });
       h.fake.sharedContext = 50;
       const res = await decide(h, one);
       expect(res.status).toBe(400);
       expect(res.body).toStrictEqual({
-        error:
-          "the request does not fit the model's context: request (100 tokens) exceeds the available context size (50 tokens), try increasing it",
+        error: CONTEXT_TOO_LONG,
         code: "context_too_long",
       });
     });

@@ -29,7 +29,10 @@ export interface DeciderOptions {
 /** llama.cpp's 500 when calls running at once overflow the context its slots share. */
 const SHARED_CONTEXT_EXCEEDED = /context size has been exceeded/i;
 
-/** Turns an upstream failure into the client's error. */
+/**
+ * Turns an upstream failure into the client's error: a stable code and a short text. The server's own
+ * text and the addresses involved go to the log (see Decider.ask), never to the client.
+ */
 export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): AppError {
   const f = err.failure;
   switch (f.kind) {
@@ -38,25 +41,26 @@ export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): Ap
     case "aborted":
       return deciderError("request_aborted", "request cancelled by the client");
     case "unreachable":
-      return deciderError("upstream_unreachable", `inference backend unreachable: ${f.message}`);
+      return deciderError("upstream_unreachable", "inference backend unreachable");
     case "malformed":
-      return deciderError("upstream_malformed", `inference backend returned a malformed response: ${f.message}`);
+      return deciderError("upstream_malformed", "inference backend returned a malformed response");
     case "http":
-      if (f.status === 404) {
-        return deciderError("model_unavailable", `inference backend returned HTTP 404: ${f.message}`);
-      }
+      if (f.status === 404) return deciderError("model_unavailable", "inference backend returned HTTP 404");
       if (
         (f.status === 400 && /context|too long|too many tokens|maximum.*length|exceed/i.test(f.message)) ||
         SHARED_CONTEXT_EXCEEDED.test(f.message)
       ) {
-        return deciderError("context_too_long", `the request does not fit the model's context: ${f.message}`);
+        return deciderError(
+          "context_too_long",
+          "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL)",
+        );
       }
       if (f.status === 429 || f.status === 503) {
         return deciderError("upstream_busy", `inference backend is busy (HTTP ${f.status})`, {
           headers: { "Retry-After": f.retryAfter ?? "1" },
         });
       }
-      return deciderError("upstream_error", `inference backend returned HTTP ${f.status}: ${f.message}`);
+      return deciderError("upstream_error", `inference backend returned HTTP ${f.status}`);
   }
 }
 
@@ -191,7 +195,12 @@ export class Decider {
         return await run.reservation.runAlone(attempt, signal);
       }
     } catch (err) {
-      if (err instanceof UpstreamError) throw upstreamAppError(err, this.options.timeoutSeconds);
+      if (err instanceof UpstreamError) {
+        if (err.failure.kind !== "aborted") {
+          this.options.logger.warn("upstream call failed", { question: part.question, failure: err.failure });
+        }
+        throw upstreamAppError(err, this.options.timeoutSeconds);
+      }
       if (err instanceof AbortedError) throw deciderError("request_aborted", "request cancelled");
       throw err;
     }

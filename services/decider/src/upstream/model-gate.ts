@@ -1,3 +1,4 @@
+import type { Logger } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
 import type { Readiness, ReadinessProbe } from "./readiness";
 
@@ -17,6 +18,7 @@ export class ModelGate {
 
   constructor(
     private readonly probe: ReadinessProbe,
+    private readonly logger: Logger,
     private readonly maxAgeMs = MODEL_CHECK_MAX_AGE_MS,
   ) {}
 
@@ -24,6 +26,7 @@ export class ModelGate {
   async check(): Promise<Readiness> {
     this.pending ??= this.probe.check().then(
       (result) => {
+        this.logChange(result);
         this.last = { at: Date.now(), result };
         this.pending = undefined;
         return result;
@@ -34,6 +37,16 @@ export class ModelGate {
       },
     );
     return this.pending;
+  }
+
+  /** The model server's state goes to the log when it changes (with the detail clients are not shown). */
+  private logChange(result: Readiness): void {
+    const before = this.last?.result;
+    const text = (r: Readiness | undefined) =>
+      r === undefined ? "" : r.ready ? "ready" : `${r.message}|${r.detail ?? ""}`;
+    if (text(before) === text(result)) return;
+    if (result.ready) this.logger.info("model server ready");
+    else this.logger.warn("model server not ready", { reason: result.message, detail: result.detail });
   }
 
   /** Throws the 503 `model_unavailable` when the backend answered that it does not hold the model. */

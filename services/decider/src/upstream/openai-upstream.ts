@@ -9,7 +9,8 @@ export const TOP_LOGPROBS = 20;
 export interface OpenAIUpstreamOptions {
   baseURL: string;
   model: string;
-  apiKey: string | undefined;
+  /** The Authorization header to send (see upstreamAuthorization), or none. */
+  authorization: string | undefined;
   timeoutMs: number;
 }
 
@@ -25,8 +26,9 @@ export class OpenAIUpstream implements Upstream {
   constructor(private readonly options: OpenAIUpstreamOptions) {
     this.client = new OpenAI({
       baseURL: options.baseURL,
-      // Local servers usually want no key, but the client insists on one.
-      apiKey: options.apiKey ?? "not-needed",
+      // The client insists on a key; the header it would make from it is replaced by ours, or unused.
+      apiKey: "not-needed",
+      defaultHeaders: { Authorization: options.authorization ?? null },
       // The decider's own retries (malformed output, a shared-context overflow) are the only ones; the
       // client's default (2, with backoff) would hide faults and hold a limiter slot meanwhile.
       maxRetries: 0,

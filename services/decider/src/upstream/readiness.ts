@@ -5,7 +5,16 @@ import { rootCauseMessage } from "./types";
  * answered, and it does not hold the model (HTTP 404, or a list without it): decisions must not be served
  * then, since llama.cpp answers chat calls with whatever model it loaded, whatever name they give.
  */
-export type Readiness = { ready: true } | { ready: false; message: string; modelMissing: boolean };
+export type Readiness =
+  | { ready: true }
+  | {
+      ready: false;
+      /** For clients: a stable text that names no address and repeats no server text. */
+      message: string;
+      modelMissing: boolean;
+      /** For the log only: what exactly failed (it may name internal addresses). */
+      detail?: string;
+    };
 
 /** The seed's text for a backend that does not hold the configured model; details follow it. */
 export const MODEL_404 = "inference backend returned HTTP 404";
@@ -22,18 +31,23 @@ export interface ReadinessProbe {
  */
 export class ModelListProbe implements ReadinessProbe {
   constructor(
-    private readonly options: { baseURL: string; model: string; apiKey: string | undefined; timeoutMs: number },
+    private readonly options: { baseURL: string; model: string; authorization: string | undefined; timeoutMs: number },
   ) {}
 
   async check(): Promise<Readiness> {
     let response: Response;
     try {
       response = await fetch(`${this.options.baseURL}/models`, {
-        headers: this.options.apiKey === undefined ? {} : { Authorization: `Bearer ${this.options.apiKey}` },
+        headers: this.options.authorization === undefined ? {} : { Authorization: this.options.authorization },
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
     } catch (err) {
-      return { ready: false, message: `inference backend unreachable: ${rootCauseMessage(err)}`, modelMissing: false };
+      return {
+        ready: false,
+        message: "inference backend unreachable",
+        modelMissing: false,
+        detail: `GET ${this.options.baseURL}/models: ${rootCauseMessage(err)}`,
+      };
     }
     const { model } = this.options;
     // A real 404 gets exactly the seed's text (its conformance checks compare it whole).
