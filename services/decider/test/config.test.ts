@@ -84,6 +84,21 @@ describe("the README's error table", () => {
   });
 });
 
+describe("upstreamAddress", () => {
+  it("takes credentials out of the URL into a basic auth header, and shows the address without them", () => {
+    expect(upstreamAddress("http://me:p%40ss@model:8081/")).toStrictEqual({
+      baseURL: "http://model:8081/v1",
+      display: "http://model:8081",
+      basicAuth: `Basic ${Buffer.from("me:p@ss").toString("base64")}`,
+    });
+    expect(upstreamAddress("http://127.0.0.1:8081")).toStrictEqual({
+      baseURL: "http://127.0.0.1:8081/v1",
+      display: "http://127.0.0.1:8081",
+      basicAuth: undefined,
+    });
+  });
+});
+
 describe("upstreamBaseURL", () => {
   it("appends /v1 and accepts an address that already ends in /v1 or a slash", () => {
     expect(upstreamBaseURL("http://127.0.0.1:8081")).toBe("http://127.0.0.1:8081/v1");
