@@ -59,6 +59,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
       400: error("invalid_json, invalid_request (with details), unknown_model, context_too_long or request_aborted"),
       401: UNAUTHORIZED,
       413: error("Body over LOCALDECIDER_BODY_LIMIT"),
+      415: error("A body in a character set other than UTF-8 (e.g. charset=latin1)"),
       429: error("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
         "Retry-After": { description: "Seconds until the queue is expected to have room" },
       }),

@@ -4,11 +4,14 @@ import type { RequestHandler } from "express";
 import type { Decider } from "../decide/decider";
 import { deciderError } from "../errors";
 import { MODEL_ALIASES, MODEL_NAME } from "../models";
+import { inputLimitIssue } from "./input-limits";
 
 export const ACCEPTED_MODELS: readonly string[] = [MODEL_NAME, ...MODEL_ALIASES];
 
 export function systemOne(decider: Decider): RequestHandler {
   return async (req, res) => {
+    const tooLarge = inputLimitIssue(req.body);
+    if (tooLarge !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [tooLarge] });
     const parsed = SystemOneRequest.safeParse(req.body);
     if (!parsed.success) {
       throw deciderError("invalid_request", "Invalid request body", {
