@@ -128,7 +128,7 @@ describe("POST /v1/systemone", () => {
     const prompts = new Set<string>();
     for (const req of h.fake.requests) {
       const messages = req.messages as { role: string; content: string }[];
-      expect(messages[1]?.content).toContain("# STATE\nthe state text\n");
+      expect(messages[1]?.content).toContain(">>>\nthe state text\n<<<END OF STATE ");
       expect(messages.at(-1)?.role).toBe("assistant");
       expect(FakeUpstream.asked(req).length).toBeLessThanOrEqual(2);
       prompts.add(JSON.stringify(messages.slice(0, -1)));
