@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import { z } from "zod";
 
 /** A configuration that does not validate; the message names every offending variable. */
 export class ConfigError extends Error {
@@ -24,4 +24,34 @@ export function loadConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEn
     );
   }
   return result.data;
+}
+
+const UNITS: Record<string, number> = { b: 1, k: 1024, kb: 1024, m: 1024 ** 2, mb: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3 };
+
+/**
+ * A size in bytes as people write it: `512kb`, `2MB`, `2m`, `1.5 mb` (units are powers of 1024, any case),
+ * or a plain number of bytes. Anything else, and anything below `min` bytes, is refused with a message that
+ * says what was understood, so that `2m` can never silently mean 2 bytes.
+ */
+export function byteSize(options: { min: number; fallback: string }) {
+  return z
+    .string()
+    .default(options.fallback)
+    .transform((text, ctx) => {
+      const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
+      const factor = match === null ? undefined : UNITS[(match[2] ?? "").toLowerCase() || "b"];
+      if (match === null || factor === undefined) {
+        ctx.addIssue({ code: "custom", message: `not a size: write it like 512kb, 2mb or 1gb (got "${text}")` });
+        return z.NEVER;
+      }
+      const bytes = Math.floor(Number(match[1]) * factor);
+      if (bytes < options.min) {
+        ctx.addIssue({
+          code: "custom",
+          message: `"${text}" is ${bytes} bytes; at least ${options.min} bytes are needed (write units: 512kb, 2mb)`,
+        });
+        return z.NEVER;
+      }
+      return bytes;
+    });
 }

@@ -1,7 +1,8 @@
-import { LOG_LEVELS } from "@localdecider/service-kit";
+import { byteSize, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 
-const int = (min: number, fallback: number) => z.coerce.number().int().min(min).default(fallback);
+const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
+const text = (fallback?: string) => (fallback === undefined ? z.string().min(1) : z.string().min(1).default(fallback));
 
 /**
  * The decider's whole environment. Keys are the variable names and each carries its documented default
@@ -9,34 +10,40 @@ const int = (min: number, fallback: number) => z.coerce.number().int().min(min).
  */
 export const configSchema = z
   .object({
-    LOCALDECIDER_HOST: z.string().default("127.0.0.1"),
+    LOCALDECIDER_HOST: text("127.0.0.1"),
     LOCALDECIDER_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     // llama.cpp's `llama-server --port 8081`: its own default port (8080) is ours. The address excludes `/v1`.
-    LOCALDECIDER_UPSTREAM: z.url().default("http://127.0.0.1:8081"),
-    LOCALDECIDER_UPSTREAM_MODEL: z.string().default("qwen2.5-1.5b-instruct"),
-    LOCALDECIDER_UPSTREAM_API_KEY: z.string().optional(),
-    LOCALDECIDER_API_KEY: z.string().optional(),
+    LOCALDECIDER_UPSTREAM: z
+      .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+      .default("http://127.0.0.1:8081"),
+    LOCALDECIDER_UPSTREAM_MODEL: text("qwen2.5-1.5b-instruct"),
+    LOCALDECIDER_UPSTREAM_API_KEY: text().optional(),
+    LOCALDECIDER_API_KEY: text().optional(),
     /** Seconds one decision may take in all: queued calls, calls and retries (504 past it). */
-    LOCALDECIDER_TIMEOUT: z.coerce.number().positive().default(180),
-    LOCALDECIDER_MAX_INFLIGHT: int(1, 2),
+    LOCALDECIDER_TIMEOUT: z.coerce.number().positive().max(86_400).default(180),
+    LOCALDECIDER_MAX_INFLIGHT: int(1, 1024, 2),
     // Upstream calls admitted and not yet finished. A call answers one question (a choice of over 20 labels
     // takes one per 20 labels, plus one), so this also caps the questions of one request.
-    LOCALDECIDER_MAX_QUEUE: int(0, 256),
-    LOCALDECIDER_MALFORMED_RETRIES: int(0, 2),
+    // 0 would refuse every request.
+    LOCALDECIDER_MAX_QUEUE: int(1, 1_000_000, 256),
+    LOCALDECIDER_MALFORMED_RETRIES: int(0, 10, 2),
     // Kept so that existing configurations still boot: since prompt version 2 every call decodes one token.
-    LOCALDECIDER_MAX_OUTPUT_TOKENS: int(16, 2048),
+    LOCALDECIDER_MAX_OUTPUT_TOKENS: int(16, 1_000_000, 2048),
     // Questions rendered in one prompt, the prefix their calls share (a server's prompt cache reuses it).
-    LOCALDECIDER_QUESTIONS_PER_CALL: int(1, 16),
+    LOCALDECIDER_QUESTIONS_PER_CALL: int(1, 1000, 16),
     // Outcomes rendered in one prompt; at least 20 so that any choice chunk fits one prompt.
-    LOCALDECIDER_OUTCOMES_PER_CALL: int(20, 128),
+    LOCALDECIDER_OUTCOMES_PER_CALL: int(20, 100_000, 128),
     // A backend that reports no logprobs fails every decision with 502 no_logprobs unless this is true;
     // then each answer is the emitted outcome with probability 1.
     LOCALDECIDER_ALLOW_NO_LOGPROBS: z.stringbool().default(false),
-    LOCALDECIDER_BODY_LIMIT: z.string().default("1mb"),
+    // Bytes, read from `1mb`, `512kb`, `2m`… (never a bare `2` meaning 2 bytes: below 1 KiB is refused).
+    LOCALDECIDER_BODY_LIMIT: byteSize({ min: 1024, fallback: "1mb" }),
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
   })
   .superRefine((config, ctx) => {
     // Credentials in the URL are sent as basic auth; with an API key as well, which one to send is a guess.
+    // zod runs this even when a field failed; an invalid URL has its own message already.
+    if (!URL.canParse(config.LOCALDECIDER_UPSTREAM)) return;
     const url = new URL(config.LOCALDECIDER_UPSTREAM);
     if ((url.username !== "" || url.password !== "") && config.LOCALDECIDER_UPSTREAM_API_KEY !== undefined) {
       ctx.addIssue({

@@ -22,7 +22,7 @@ describe("configSchema", () => {
       LOCALDECIDER_QUESTIONS_PER_CALL: 16,
       LOCALDECIDER_OUTCOMES_PER_CALL: 128,
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
-      LOCALDECIDER_BODY_LIMIT: "1mb",
+      LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
       LOG_LEVEL: "info",
     });
   });
@@ -72,6 +72,78 @@ describe("configSchema", () => {
         "LOCALDECIDER_UPSTREAM",
       ]);
     }
+  });
+});
+
+describe("every variable refuses values that can never work, naming itself", () => {
+  /** Variable -> [wrong value, the boot message's line for it]. */
+  const wrong: Record<string, [string, string][]> = {
+    // Any non-empty text can be a host or a name; empty counts as unset (the default).
+    LOCALDECIDER_HOST: [],
+    LOCALDECIDER_PORT: [
+      ["http", "Invalid input: expected number, received NaN"],
+      ["70000", "Too big: expected number to be <=65535"],
+      ["-1", "Too small: expected number to be >=0"],
+    ],
+    LOCALDECIDER_UPSTREAM: [
+      ["nope", "must be an http:// or https:// URL"],
+      ["ftp://model:21", "must be an http:// or https:// URL"],
+    ],
+    LOCALDECIDER_UPSTREAM_MODEL: [],
+    LOCALDECIDER_UPSTREAM_API_KEY: [],
+    LOCALDECIDER_API_KEY: [],
+    LOCALDECIDER_TIMEOUT: [
+      ["0", "Too small: expected number to be >0"],
+      ["soon", "Invalid input: expected number, received NaN"],
+      ["100000", "Too big: expected number to be <=86400"],
+    ],
+    LOCALDECIDER_MAX_INFLIGHT: [["0", "Too small: expected number to be >=1"]],
+    LOCALDECIDER_MAX_QUEUE: [
+      ["0", "Too small: expected number to be >=1"],
+      ["2.5", "Invalid input: expected int, received number"],
+    ],
+    LOCALDECIDER_MALFORMED_RETRIES: [["-1", "Too small: expected number to be >=0"]],
+    LOCALDECIDER_MAX_OUTPUT_TOKENS: [["8", "Too small: expected number to be >=16"]],
+    LOCALDECIDER_QUESTIONS_PER_CALL: [["0", "Too small: expected number to be >=1"]],
+    LOCALDECIDER_OUTCOMES_PER_CALL: [["10", "Too small: expected number to be >=20"]],
+    LOCALDECIDER_ALLOW_NO_LOGPROBS: [
+      [
+        "maybe",
+        'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
+      ],
+    ],
+    LOCALDECIDER_BODY_LIMIT: [
+      ["2", '"2" is 2 bytes; at least 1024 bytes are needed (write units: 512kb, 2mb)'],
+      ["2 bananas", 'not a size: write it like 512kb, 2mb or 1gb (got "2 bananas")'],
+      ["-1mb", 'not a size: write it like 512kb, 2mb or 1gb (got "-1mb")'],
+    ],
+    LOG_LEVEL: [
+      ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
+    ],
+  };
+
+  it("covers every variable of the schema", () => {
+    expect(Object.keys(wrong)).toStrictEqual(Object.keys(configSchema.shape));
+  });
+
+  const cases = Object.entries(wrong).flatMap(([key, values]) =>
+    values.map(([value, message]) => [key, value, message]),
+  );
+  it.each(cases)("%s=%j", (key, value, message) => {
+    let error: unknown;
+    try {
+      loadConfig(configSchema, { [key as string]: value as string });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toStrictEqual([`${key}: ${message}`]);
+  });
+
+  it("reads sizes as people write them", () => {
+    const limit = (v: string) => loadConfig(configSchema, { LOCALDECIDER_BODY_LIMIT: v }).LOCALDECIDER_BODY_LIMIT;
+    expect([limit("2m"), limit("2MB"), limit("2mb"), limit("2 MB")]).toStrictEqual(new Array(4).fill(2 * 1024 ** 2));
+    expect([limit("512kb"), limit("512K"), limit("1.5kb"), limit("4096")]).toStrictEqual([524288, 524288, 1536, 4096]);
   });
 });
 
