@@ -98,7 +98,7 @@ export class Decider {
   }
 
   /** Reserves every call of the plan, or throws the error that refuses the request whole. */
-  admit(plan: Plan): Reservation {
+  private admit(plan: Plan): Reservation {
     // Refusing with 429 what can never fit would make well-behaved clients retry forever.
     if (!this.options.limiter.fits(plan.callCount)) {
       throw deciderError(
@@ -117,7 +117,7 @@ export class Decider {
     return reservation;
   }
 
-  async decide(
+  private async decide(
     state: unknown,
     plan: Plan,
     reservation: Reservation,
