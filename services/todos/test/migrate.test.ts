@@ -2,8 +2,15 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
+import pg from "pg";
 import { Prisma } from "../src/generated/prisma/client";
-import { loadMigrations, MigrationError, migrate } from "../src/storage/migrate";
+import {
+  type ErrorWithCleanupErrors,
+  loadMigrations,
+  type MigrationConnection,
+  MigrationError,
+  migrate,
+} from "../src/storage/migrate";
 import { migratePglite, migratePostgres } from "../src/storage/open-storage";
 import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
 
@@ -18,6 +25,27 @@ interface MigrationRow {
   started_at: Date;
   applied_steps_count: number;
   logs: string | null;
+}
+
+/** A migration connection over one pg client, as the service builds it. */
+function connectionOver(client: pg.Client): MigrationConnection {
+  return {
+    query: async <Row>(sql: string, params?: unknown[]) => (await client.query(sql, params)).rows as Row[],
+    exec: async (script: string) => {
+      await client.query(script);
+    },
+  };
+}
+
+/** What a promise rejected with (fails the test if it resolved). */
+async function rejection(promise: Promise<unknown>): Promise<ErrorWithCleanupErrors> {
+  const outcome = await promise.then(
+    () => ({ rejected: false as const }),
+    (err: unknown) => ({ rejected: true as const, err }),
+  );
+  if (!outcome.rejected) throw new Error("expected a rejection");
+  expect(outcome.err).toBeInstanceOf(Error);
+  return outcome.err as ErrorWithCleanupErrors;
 }
 
 describe("migrate() on PostgreSQL", () => {
@@ -147,15 +175,10 @@ describe("migrate() on PostgreSQL", () => {
   it("when a migration fails, rolls it back entirely and records nothing, so a fixed file can be retried", async () => {
     const good = await loadMigrations();
     const broken = { name: "20300101000000_broken", sql: `CREATE TABLE "x" (id int);\nSELECT nope;`, checksum: "c" };
-    const client = await import("pg").then((pg) => new pg.default.Client({ connectionString: db.url }));
+    const client = new pg.Client({ connectionString: db.url });
     await client.connect();
     try {
-      const connection = {
-        query: async <Row>(sql: string, params?: unknown[]) => (await client.query(sql, params)).rows as Row[],
-        exec: async (script: string) => {
-          await client.query(script);
-        },
-      };
+      const connection = connectionOver(client);
       await expect(migrate(connection, [...good, broken])).rejects.toThrow(/Migration 20300101000000_broken failed/);
       expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
       expect(await queryDatabase(db.url, `SELECT to_regclass('x') AS t`)).toStrictEqual([{ t: null }]);
@@ -164,6 +187,32 @@ describe("migrate() on PostgreSQL", () => {
     } finally {
       await client.end();
     }
+  });
+
+  it("when the connection dies during a migration, the migration's error surfaces, with the failed rollback and unlock attached to it", async () => {
+    const dies = {
+      name: "20300101000000_dies",
+      sql: `CREATE TABLE "x" (id int);\nSELECT pg_terminate_backend(pg_backend_pid());`,
+      checksum: "d",
+    };
+    const client = new pg.Client({ connectionString: db.url });
+    client.on("error", () => undefined); // the lost connection surfaces as the failed queries instead
+    await client.connect();
+    try {
+      const err = await rejection(migrate(connectionOver(client), [...(await loadMigrations()), dies]));
+      expect(err).toBeInstanceOf(MigrationError);
+      expect(err.message).toMatch(
+        /^Migration 20300101000000_dies failed: terminating connection due to administrator command \(then rolling back failed too: .+\) \(then releasing the migration lock failed too: .+\)$/,
+      );
+      expect(err.cause).toMatchObject({ code: "57P01" });
+      expect(err.cleanupErrors).toStrictEqual([expect.any(Error), expect.any(Error)]);
+    } finally {
+      await client.end();
+    }
+    // The dead session's transaction was rolled back by the server and its advisory lock freed.
+    expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
+    expect(await queryDatabase(db.url, `SELECT to_regclass('x') AS t`)).toStrictEqual([{ t: null }]);
+    expect(await migratePostgres(db.url)).toStrictEqual([]);
   });
 
   it("after migrating, every model field of the Prisma schema is a column with matching nullability (no drift)", async () => {
@@ -205,6 +254,90 @@ describe("migrate() on PostgreSQL", () => {
           'CREATE INDEX "TodoItem_userId_createdAt_id_idx" ON public."TodoItem" USING btree ("userId", "createdAt", id)',
       },
     ]);
+  });
+});
+
+describe("migrate() when cleaning up after a failure fails too", () => {
+  /** A connection on which the given statements fail with the given errors, and everything else succeeds. */
+  function failingOn(failures: [string, Error][]): MigrationConnection {
+    const fail = async (sql: string) => {
+      const failure = failures.find(([fragment]) => sql.includes(fragment));
+      if (failure) throw failure[1];
+    };
+    return {
+      query: async <Row>(sql: string) => {
+        await fail(sql);
+        return [] as Row[];
+      },
+      exec: fail,
+    };
+  }
+  const broken = { name: "20300101000000_broken", sql: `ALTER TABLE "missing" ADD COLUMN "c" int;`, checksum: "c" };
+
+  it("when a migration fails and releasing the lock then fails, the migration's error is thrown with the unlock failure attached", async () => {
+    const sqlFailure = new Error(`relation "missing" does not exist`);
+    const unlockFailure = new Error("Connection terminated unexpectedly");
+    const err = await rejection(
+      migrate(
+        failingOn([
+          ["missing", sqlFailure],
+          ["pg_advisory_unlock", unlockFailure],
+        ]),
+        [broken],
+      ),
+    );
+    expect(err).toBeInstanceOf(MigrationError);
+    expect(err.message).toBe(
+      `Migration 20300101000000_broken failed: relation "missing" does not exist ` +
+        `(then releasing the migration lock failed too: Connection terminated unexpectedly)`,
+    );
+    expect(err.cause).toBe(sqlFailure);
+    expect(err.cleanupErrors).toStrictEqual([unlockFailure]);
+  });
+
+  it("when rolling back and releasing the lock both fail after a migration failed, both are attached to the migration's error", async () => {
+    const rollbackFailure = new Error("rollback refused");
+    const unlockFailure = new Error("unlock refused");
+    const err = await rejection(
+      migrate(
+        failingOn([
+          ["missing", new Error("no such table")],
+          ["ROLLBACK", rollbackFailure],
+          ["pg_advisory_unlock", unlockFailure],
+        ]),
+        [broken],
+      ),
+    );
+    expect(err.message).toBe(
+      "Migration 20300101000000_broken failed: no such table (then rolling back failed too: rollback refused) " +
+        "(then releasing the migration lock failed too: unlock refused)",
+    );
+    expect(err.cleanupErrors).toStrictEqual([rollbackFailure, unlockFailure]);
+  });
+
+  it("when reading the migration history fails and releasing the lock then fails, the read's own error is thrown", async () => {
+    const readFailure = new Error(`permission denied for table _prisma_migrations`);
+    const unlockFailure = new Error("unlock refused");
+    const err = await rejection(
+      migrate(
+        failingOn([
+          [`FROM "_prisma_migrations"`, readFailure],
+          ["pg_advisory_unlock", unlockFailure],
+        ]),
+        [broken],
+      ),
+    );
+    expect(err).toBe(readFailure);
+    expect(err.message).toBe(
+      "permission denied for table _prisma_migrations (then releasing the migration lock failed too: unlock refused)",
+    );
+    expect(err.cleanupErrors).toStrictEqual([unlockFailure]);
+  });
+
+  it("when a migration fails and releasing the lock succeeds, the error is the migration's alone", async () => {
+    const err = await rejection(migrate(failingOn([["missing", new Error("no such table")]]), [broken]));
+    expect(err.message).toBe("Migration 20300101000000_broken failed: no such table");
+    expect(err.cleanupErrors).toBeUndefined();
   });
 });
 

@@ -59,6 +59,22 @@ export class MigrationError extends Error {
   }
 }
 
+/** An error that cleanup steps run because of it also failed on; see noteCleanupFailure. */
+export type ErrorWithCleanupErrors = Error & { cleanupErrors?: unknown[] };
+
+/**
+ * Records on `err` that a cleanup step run because of it (a rollback, releasing a lock, closing a connection)
+ * failed too. When a connection dies mid-migration every cleanup fails after it, and the error to report is
+ * still the first one: it stays the one thrown and logged, its message says which cleanup failed and why,
+ * and the cleanup errors themselves are kept in its `cleanupErrors`.
+ */
+export function noteCleanupFailure(err: unknown, step: string, failure: unknown): void {
+  if (!(err instanceof Error)) return;
+  const target = err as ErrorWithCleanupErrors;
+  target.cleanupErrors = [...(target.cleanupErrors ?? []), failure];
+  target.message += ` (then ${step} failed too: ${failure instanceof Error ? failure.message : String(failure)})`;
+}
+
 export async function loadMigrations(dir: string = MIGRATIONS_DIR): Promise<Migration[]> {
   const entries = await readdir(dir, { withFileTypes: true });
   const names = entries
@@ -88,40 +104,52 @@ interface AppliedRow {
  */
 export async function migrate(db: MigrationConnection, migrations: Migration[]): Promise<string[]> {
   await db.query(`SELECT pg_advisory_lock(${PRISMA_ADVISORY_LOCK_KEY})`);
+  let done: string[];
   try {
-    await db.exec(CREATE_MIGRATIONS_TABLE);
-    const rows = await db.query<AppliedRow>(
-      `SELECT "migration_name", "checksum", "finished_at", "rolled_back_at" FROM "_prisma_migrations" ORDER BY "started_at"`,
-    );
-    const failed = rows.find((r) => r.finished_at === null && r.rolled_back_at === null);
-    if (failed) {
-      throw new MigrationError(
-        `Migration ${failed.migration_name} failed earlier and was not resolved; fix the database and mark it ` +
-          `with \`prisma migrate resolve\` before starting (Prisma error P3009).`,
-      );
-    }
-    const applied = new Map(
-      rows.filter((r) => r.finished_at !== null && r.rolled_back_at === null).map((r) => [r.migration_name, r]),
-    );
-    const done: string[] = [];
-    for (const migration of migrations) {
-      const row = applied.get(migration.name);
-      if (row) {
-        if (row.checksum !== migration.checksum) {
-          throw new MigrationError(
-            `Migration ${migration.name} was modified after it was applied (checksum ${row.checksum} in the ` +
-              `database, ${migration.checksum} on disk); restore the file instead of editing an applied migration.`,
-          );
-        }
-        continue;
-      }
-      await applyOne(db, migration);
-      done.push(migration.name);
-    }
-    return done;
-  } finally {
-    await db.query(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK_KEY})`);
+    done = await applyPending(db, migrations);
+  } catch (err) {
+    // The failure to report is the migration's: if unlocking fails too (the connection often died with the
+    // migration, and the session's lock with it), that is only noted on it.
+    await db
+      .query(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK_KEY})`)
+      .catch((unlockErr: unknown) => noteCleanupFailure(err, "releasing the migration lock", unlockErr));
+    throw err;
   }
+  await db.query(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK_KEY})`);
+  return done;
+}
+
+async function applyPending(db: MigrationConnection, migrations: Migration[]): Promise<string[]> {
+  await db.exec(CREATE_MIGRATIONS_TABLE);
+  const rows = await db.query<AppliedRow>(
+    `SELECT "migration_name", "checksum", "finished_at", "rolled_back_at" FROM "_prisma_migrations" ORDER BY "started_at"`,
+  );
+  const failed = rows.find((r) => r.finished_at === null && r.rolled_back_at === null);
+  if (failed) {
+    throw new MigrationError(
+      `Migration ${failed.migration_name} failed earlier and was not resolved; fix the database and mark it ` +
+        `with \`prisma migrate resolve\` before starting (Prisma error P3009).`,
+    );
+  }
+  const applied = new Map(
+    rows.filter((r) => r.finished_at !== null && r.rolled_back_at === null).map((r) => [r.migration_name, r]),
+  );
+  const done: string[] = [];
+  for (const migration of migrations) {
+    const row = applied.get(migration.name);
+    if (row) {
+      if (row.checksum !== migration.checksum) {
+        throw new MigrationError(
+          `Migration ${migration.name} was modified after it was applied (checksum ${row.checksum} in the ` +
+            `database, ${migration.checksum} on disk); restore the file instead of editing an applied migration.`,
+        );
+      }
+      continue;
+    }
+    await applyOne(db, migration);
+    done.push(migration.name);
+  }
+  return done;
 }
 
 // The bookkeeping row and the migration commit or roll back together, so a failed migration leaves the
@@ -142,12 +170,11 @@ async function applyOne(db: MigrationConnection, migration: Migration): Promise<
     );
     await db.exec("COMMIT");
   } catch (err) {
-    await db.exec("ROLLBACK").catch(() => undefined);
-    throw new MigrationError(
+    const failure = new MigrationError(
       `Migration ${migration.name} failed: ${err instanceof Error ? err.message : String(err)}`,
-      {
-        cause: err,
-      },
+      { cause: err },
     );
+    await db.exec("ROLLBACK").catch((rollbackErr: unknown) => noteCleanupFailure(failure, "rolling back", rollbackErr));
+    throw failure;
   }
 }

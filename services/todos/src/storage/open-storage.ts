@@ -6,7 +6,7 @@ import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client";
 import { lockDataDir } from "./data-dir-lock";
-import { loadMigrations, type MigrationConnection, migrate } from "./migrate";
+import { loadMigrations, type MigrationConnection, migrate, noteCleanupFailure } from "./migrate";
 import { PrismaTodoRepository } from "./prisma-repository";
 import type { QueryObserver, TodoRepository } from "./repository";
 
@@ -99,8 +99,9 @@ async function openPglite(options: StorageOptions): Promise<TodoRepository> {
     db = await PGlite.create(dataDir);
     await migratePglite(db);
   } catch (err) {
-    await db?.close();
-    await unlock();
+    // Cleanup failures are noted on the error that stops the start, never thrown instead of it.
+    await db?.close().catch((closeErr: unknown) => noteCleanupFailure(err, "closing the database", closeErr));
+    await unlock().catch((unlockErr: unknown) => noteCleanupFailure(err, "releasing the data directory", unlockErr));
     throw err;
   }
   const opened = db;
