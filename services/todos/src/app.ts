@@ -12,7 +12,8 @@ import {
   type OpenApiDocument,
   requestId,
 } from "@localdecider/service-kit";
-import express, { type Express } from "express";
+import express, { type Express, type RequestHandler } from "express";
+import { BEARER_SCHEME, BEARER_SECURITY_SCHEME, type TodosAuth } from "./http/auth";
 import { type RouteDefinition, todoRoutes } from "./http/todo-routes";
 import { createTodosMetrics, type TodosMetrics } from "./metrics";
 import type { TodoRepository } from "./storage/repository";
@@ -32,6 +33,11 @@ export interface AppDeps {
    * only, no database ones).
    */
   metrics?: TodosMetrics;
+  /**
+   * Sign-in (TODOS_AUTH=jwt, built by authFromConfig or createJwtAuth): every per-user route then wants a
+   * bearer JWT whose `sub` is the path's userId. Omitted: no authentication, the default.
+   */
+  auth?: TodosAuth | undefined;
   /**
    * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
    * access log and before any route (metrics middleware, /metrics, /docs); `onRoute` sees each route as it
@@ -71,8 +77,13 @@ function mapKnownError(err: unknown): AppError | undefined {
   return undefined;
 }
 
-/** The API description, from the same route table and contracts schemas the routes validate with. */
+/**
+ * The API description, from the same route table and contracts schemas the routes validate with. The bearer
+ * scheme is declared only when a route asks for it (sign-in on): with sign-in off the document says no
+ * authentication, which is the truth.
+ */
 export function buildTodosOpenApi(routes: RouteDefinition[]): OpenApiDocument {
+  const secured = routes.some((route) => route.security !== undefined && route.security.length > 0);
   return buildOpenApiDocument({
     info: {
       title: "localdecider todos",
@@ -81,13 +92,14 @@ export function buildTodosOpenApi(routes: RouteDefinition[]): OpenApiDocument {
         "Per-user todo lists. GET /metrics (Prometheus), GET /openapi.json and GET /docs are not listed here.",
     },
     routes,
+    ...(secured ? { securitySchemes: { [BEARER_SCHEME]: BEARER_SECURITY_SCHEME } } : {}),
   });
 }
 
 export function createApp(deps: AppDeps): Express {
   const { logger } = deps;
   const metrics = deps.metrics ?? createTodosMetrics();
-  const routes = todoRoutes(deps.repository);
+  const routes = todoRoutes(deps.repository, { auth: deps.auth });
   const app = express();
   app.disable("x-powered-by");
   // Repeated parameters arrive as arrays and are rejected by validation; no nested objects.
@@ -101,11 +113,14 @@ export function createApp(deps: AppDeps): Express {
   app.use(docsRouter(buildTodosOpenApi(routes)));
 
   // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
+  // Sign-in comes first: a request without a valid token gets its 401/403 before its body is read.
   const parseJson = jsonBody({ limit: BODY_LIMIT_BYTES });
   for (const route of routes) {
     deps.hooks?.onRoute?.(route);
-    if (route.body === undefined) app[route.method](route.path, route.handler);
-    else app[route.method](route.path, parseJson, route.handler);
+    const chain: RequestHandler[] = [];
+    if (route.authenticate !== undefined) chain.push(route.authenticate);
+    if (route.body !== undefined) chain.push(parseJson);
+    app[route.method](route.path, ...chain, route.handler);
   }
 
   app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));

@@ -1,24 +1,97 @@
 import { LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 
+/** Shortest accepted TODOS_JWT_SECRET, in UTF-8 bytes: HS256 keys shorter than the hash (32 bytes) are weak. */
+export const JWT_SECRET_MIN_BYTES = 32;
+
+/** JWT claims with a fixed meaning: none of them can name the admin claim. */
+const REGISTERED_CLAIMS = ["iss", "sub", "aud", "exp", "nbf", "iat", "jti"];
+
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/** https://, or http:// to a loopback host only (a provider on the same machine, the tests' key server). */
+function isJwksUrl(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  return url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname));
+}
+
+/** The sign-in variables, all of which mean nothing unless TODOS_AUTH=jwt. */
+const JWT_VARIABLES = [
+  "TODOS_JWT_JWKS_URL",
+  "TODOS_JWT_SECRET",
+  "TODOS_JWT_ISSUER",
+  "TODOS_JWT_AUDIENCE",
+  "TODOS_JWT_ADMIN_CLAIM",
+] as const;
+
 /**
  * The service's whole configuration, read from the environment at boot. Keys are the variable names, and
  * each carries its documented default, so the README's config table is exactly this list.
  */
-export const configSchema = z.object({
-  /** Interface to listen on. */
-  TODOS_HOST: z.string().default("127.0.0.1"),
-  /** TCP port to listen on (0 picks a free one). */
-  TODOS_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  /** PostgreSQL connection string; when unset the embedded PGlite database in TODOS_DATA_DIR is used. */
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, { error: "must be a postgres:// or postgresql:// URL" })
-    .optional(),
-  /** Directory of the embedded PGlite database, relative to the working directory unless absolute. */
-  TODOS_DATA_DIR: z.string().default("./data/todos"),
-  /** winston level; "silent" turns logging off. */
-  LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
-});
+export const configSchema = z
+  .object({
+    /** Interface to listen on. */
+    TODOS_HOST: z.string().default("127.0.0.1"),
+    /** TCP port to listen on (0 picks a free one). */
+    TODOS_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    /** PostgreSQL connection string; when unset the embedded PGlite database in TODOS_DATA_DIR is used. */
+    DATABASE_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, { error: "must be a postgres:// or postgresql:// URL" })
+      .optional(),
+    /** Directory of the embedded PGlite database, relative to the working directory unless absolute. */
+    TODOS_DATA_DIR: z.string().default("./data/todos"),
+    /** winston level; "silent" turns logging off. */
+    LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    /** Sign-in: "off" (no authentication, the default) or "jwt" (a bearer JWT on every per-user route). */
+    TODOS_AUTH: z.enum(["off", "jwt"], { error: 'must be "off" or "jwt"' }).default("off"),
+    /** JWT mode: the provider's JSON Web Key Set (asymmetric keys; fetched, cached, refetched on rotation). */
+    TODOS_JWT_JWKS_URL: z
+      .string()
+      .refine(isJwksUrl, { error: "must be an https:// URL (http:// only to localhost, 127.0.0.1 or [::1])" })
+      .optional(),
+    /** JWT mode: an HS256 shared secret instead of a key set, as its UTF-8 bytes. */
+    TODOS_JWT_SECRET: z
+      .string()
+      .refine((s) => Buffer.byteLength(s, "utf8") >= JWT_SECRET_MIN_BYTES, {
+        error: `must be at least ${JWT_SECRET_MIN_BYTES} bytes`,
+      })
+      .optional(),
+    /** JWT mode: the `iss` every token must carry (required in that mode). */
+    TODOS_JWT_ISSUER: z.string().optional(),
+    /** JWT mode: the `aud` every token must carry, or contain (required in that mode). */
+    TODOS_JWT_AUDIENCE: z.string().optional(),
+    /** JWT mode: a claim that, when `true`, lets a token act on any userId. Unset: no admin tokens. */
+    TODOS_JWT_ADMIN_CLAIM: z
+      .string()
+      .refine((name) => !REGISTERED_CLAIMS.includes(name), {
+        error: `must not be a registered claim (${REGISTERED_CLAIMS.join(", ")})`,
+      })
+      .optional(),
+  })
+  .superRefine((config, ctx) => {
+    const problem = (variable: string, message: string) => ctx.addIssue({ code: "custom", path: [variable], message });
+    if (config.TODOS_AUTH === "off") {
+      // A key or issuer without the switch would leave the service open while the operator believes it is not.
+      for (const name of JWT_VARIABLES) {
+        if (config[name] !== undefined) problem("TODOS_AUTH", `must be "jwt" when ${name} is set (it is "off")`);
+      }
+      return;
+    }
+    const jwks = config.TODOS_JWT_JWKS_URL !== undefined;
+    const secret = config.TODOS_JWT_SECRET !== undefined;
+    if (jwks && secret) {
+      problem("TODOS_JWT_SECRET", "must not be set together with TODOS_JWT_JWKS_URL: choose one key source");
+    } else if (!jwks && !secret) {
+      problem("TODOS_JWT_JWKS_URL", "is required when TODOS_AUTH=jwt, unless TODOS_JWT_SECRET is set instead");
+    }
+    if (config.TODOS_JWT_ISSUER === undefined) problem("TODOS_JWT_ISSUER", "is required when TODOS_AUTH=jwt");
+    if (config.TODOS_JWT_AUDIENCE === undefined) problem("TODOS_JWT_AUDIENCE", "is required when TODOS_AUTH=jwt");
+  });
 
 export type Config = z.infer<typeof configSchema>;

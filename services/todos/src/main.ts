@@ -1,6 +1,7 @@
 import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { configSchema } from "./config";
+import { authFromConfig } from "./http/auth";
 import { createTodosMetrics } from "./metrics";
 import { openStorage } from "./storage/open-storage";
 
@@ -11,6 +12,17 @@ import { openStorage } from "./storage/open-storage";
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "todos", level: config.LOG_LEVEL });
+  const auth = authFromConfig(config);
+  if (auth === undefined) logger.info("sign-in off: per-user routes are open to anyone who can reach them");
+  else {
+    logger.info("sign-in on: per-user routes require a bearer JWT", {
+      keySource: auth.keySource,
+      issuer: config.TODOS_JWT_ISSUER,
+      audience: config.TODOS_JWT_AUDIENCE,
+      ...(auth.keySource === "jwks" ? { jwksUrl: config.TODOS_JWT_JWKS_URL } : {}),
+      adminClaim: auth.adminClaim ?? null,
+    });
+  }
   // Created before storage, which reports query timings and its pool to it.
   const metrics = createTodosMetrics();
   const repository = await openStorage({
@@ -21,7 +33,7 @@ async function main(): Promise<void> {
     onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
   });
   logger.info("storage ready", { storage: repository.kind });
-  const running = await serve(createApp({ repository, logger, metrics }), {
+  const running = await serve(createApp({ repository, logger, metrics, auth }), {
     host: config.TODOS_HOST,
     port: config.TODOS_PORT,
     logger,

@@ -11,6 +11,7 @@ describe("configSchema", () => {
       TODOS_PORT: 3000,
       TODOS_DATA_DIR: "./data/todos",
       LOG_LEVEL: "info",
+      TODOS_AUTH: "off",
     });
   });
 
@@ -22,6 +23,11 @@ describe("configSchema", () => {
         DATABASE_URL: "postgresql://u@db:5432/todos",
         TODOS_DATA_DIR: "/var/lib/todos",
         LOG_LEVEL: "debug",
+        TODOS_AUTH: "jwt",
+        TODOS_JWT_JWKS_URL: "https://issuer.example/.well-known/jwks.json",
+        TODOS_JWT_ISSUER: "https://issuer.example/",
+        TODOS_JWT_AUDIENCE: "todos",
+        TODOS_JWT_ADMIN_CLAIM: "todos_admin",
       }),
     ).toStrictEqual({
       TODOS_HOST: "0.0.0.0",
@@ -29,6 +35,11 @@ describe("configSchema", () => {
       DATABASE_URL: "postgresql://u@db:5432/todos",
       TODOS_DATA_DIR: "/var/lib/todos",
       LOG_LEVEL: "debug",
+      TODOS_AUTH: "jwt",
+      TODOS_JWT_JWKS_URL: "https://issuer.example/.well-known/jwks.json",
+      TODOS_JWT_ISSUER: "https://issuer.example/",
+      TODOS_JWT_AUDIENCE: "todos",
+      TODOS_JWT_ADMIN_CLAIM: "todos_admin",
     });
   });
 

@@ -18,14 +18,21 @@ import { AppError, type RouteDoc } from "@localdecider/service-kit";
 import type { Request, RequestHandler } from "express";
 import { z } from "zod";
 import type { TodoRecord, TodoRepository } from "../storage/repository";
+import { authResponses, BEARER_SCHEME, requireUser, type TodosAuth } from "./auth";
 import { parseBody, parseItemId, parsePage, parseUserId } from "./validation";
 
 /**
  * Every route of the service in one table: createApp registers them in this order. Each entry is the
  * kit's RouteDoc (the zod schemas it validates with, responses per status), so the same table can be
- * handed to `buildOpenApiDocument({ routes })`; `path` is also the metrics route label.
+ * handed to `buildOpenApiDocument({ routes })`; `path` is also the metrics route label. `authenticate`,
+ * set on the per-user routes when sign-in is on, runs first, before the body is read.
  */
-export type RouteDefinition = RouteDoc & { handler: RequestHandler };
+export type RouteDefinition = RouteDoc & { handler: RequestHandler; authenticate?: RequestHandler };
+
+export interface TodoRoutesOptions {
+  /** Sign-in; when set, the per-user routes require a bearer JWT and document 401/403 (and 503 for a key set). */
+  auth?: TodosAuth | undefined;
+}
 
 const error = (description: string) => ({ description, schema: TodosErrorBody });
 const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired surrogates)");
@@ -48,7 +55,20 @@ function toItem(record: TodoRecord): TodoItem {
   };
 }
 
-export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
+export function todoRoutes(repository: TodoRepository, options: TodoRoutesOptions = {}): RouteDefinition[] {
+  const { auth } = options;
+  // A route under /users/:userId (or the seed's /v1/user/:userId): with sign-in on, only that user's token
+  // (or an admin token) reaches it. /health and /ready stay open.
+  const perUser = (route: RouteDefinition): RouteDefinition =>
+    auth === undefined
+      ? route
+      : {
+          ...route,
+          security: [{ [BEARER_SCHEME]: [] }],
+          responses: { ...route.responses, ...authResponses(auth) },
+          authenticate: requireUser(auth),
+        };
+
   const list = async (req: Request): Promise<TodoItem[]> => {
     const userId = parseUserId(req.params.userId);
     const page = parsePage(req.query);
@@ -82,7 +102,7 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
         res.json({ status: "ready", storage: repository.kind });
       },
     },
-    {
+    perUser({
       method: "get",
       path: "/users/:userId/todos",
       summary: "The user's items, oldest first; `limit`/`page` page them.",
@@ -96,8 +116,8 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       handler: async (req, res) => {
         res.json({ todoItems: await list(req) });
       },
-    },
-    {
+    }),
+    perUser({
       method: "get",
       path: "/v1/user/:userId/todos",
       summary: "The seed client's path: the same list as a bare array.",
@@ -111,8 +131,8 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
       handler: async (req, res) => {
         res.json(await list(req));
       },
-    },
-    {
+    }),
+    perUser({
       method: "post",
       path: "/users/:userId/todos",
       summary: "Creates an item for the user.",
@@ -138,8 +158,8 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
           .location(`/users/${encodeURIComponent(userId)}/todos/${created.id}`)
           .json({ success: true, todoItem: created });
       },
-    },
-    {
+    }),
+    perUser({
       method: "put",
       path: "/users/:userId/todos/:itemId",
       summary: "Changes the title and/or completion of one of the user's items.",
@@ -161,8 +181,8 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
         if (updated === undefined) throw new AppError(404, TODO_MESSAGES.notFound);
         res.json({ success: true, todoItem: toItem(updated) });
       },
-    },
-    {
+    }),
+    perUser({
       method: "delete",
       path: "/users/:userId/todos/:itemId",
       summary: "Deletes one of the user's items.",
@@ -179,6 +199,6 @@ export function todoRoutes(repository: TodoRepository): RouteDefinition[] {
         if (!(await repository.delete(userId, itemId))) throw new AppError(404, TODO_MESSAGES.notFound);
         res.json({ message: TODO_MESSAGES.deleted });
       },
-    },
+    }),
   ];
 }

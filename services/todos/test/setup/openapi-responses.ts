@@ -1,18 +1,37 @@
 /**
- * Every response a test gets from an app built by buildApp (support/storage-modes.ts mounts the recorder)
- * is recorded and, after the file's tests, checked against the service's own /openapi.json document: a live
- * body that breaks its documented schema, or an undocumented status, fails the test file.
+ * Every response a test gets from an app built by buildApp or appWith (support/storage-modes.ts mounts the
+ * recorders) is recorded and, after the file's tests, checked against the document that app serves at
+ * /openapi.json: a live body that breaks its documented schema, or an undocumented status, fails the test
+ * file. An app with sign-in on serves a different document (bearer scheme, 401/403 on the per-user routes),
+ * so its responses are checked against that one.
  */
-import { checkRecordedResponses, responseRecorder } from "@localdecider/service-kit/dist/test-utils";
+import type { OpenApiDocument } from "@localdecider/service-kit";
+import {
+  checkRecordedResponses,
+  type RecordedResponse,
+  responseRecorder,
+} from "@localdecider/service-kit/dist/test-utils";
+import type { RequestHandler } from "express";
 import { buildTodosOpenApi } from "../../src/app";
-import { todoRoutes } from "../../src/http/todo-routes";
+import { type TodoRoutesOptions, todoRoutes } from "../../src/http/todo-routes";
 import type { TodoRepository } from "../../src/storage/repository";
 
 export const recorder = responseRecorder();
 
-/** The document the app serves; only the route table is read, no handler runs. */
-export const todosOpenApi = () => buildTodosOpenApi(todoRoutes({} as TodoRepository));
+/** The document an app built with these options serves; only the route table is read, no handler runs. */
+export const todosOpenApi = (options: TodoRoutesOptions = {}) =>
+  buildTodosOpenApi(todoRoutes({} as TodoRepository, options));
+
+const others: { document: () => OpenApiDocument; responses: RecordedResponse[] }[] = [];
+
+/** A recorder whose responses are checked against `document` (that of an app with other options). */
+export function recorderFor(document: () => OpenApiDocument): RequestHandler {
+  const own = responseRecorder();
+  others.push({ document, responses: own.responses });
+  return own.middleware;
+}
 
 afterAll(() => {
   checkRecordedResponses(todosOpenApi(), recorder.responses);
+  for (const other of others) checkRecordedResponses(other.document(), other.responses);
 });

@@ -3,11 +3,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { createLogger, type Logger } from "@localdecider/service-kit";
 import type { Express } from "express";
-import { createApp } from "../../src/app";
+import { type AppDeps, createApp } from "../../src/app";
 import { createTodosMetrics } from "../../src/metrics";
 import { openStorage, type StorageOptions } from "../../src/storage/open-storage";
 import type { TodoRepository } from "../../src/storage/repository";
-import { recorder } from "../setup/openapi-responses";
+import { recorder, recorderFor, todosOpenApi } from "../setup/openapi-responses";
 import { createTestDatabase } from "./postgres";
 
 /** Where a storage mode keeps its data for one test file, and how to throw it away afterwards. */
@@ -58,4 +58,17 @@ export async function buildApp(options: StorageOptions): Promise<TestApp> {
     hooks: { beforeRoutes: (a) => a.use(recorder.middleware) },
   });
   return { app, repository };
+}
+
+/**
+ * Another app over an open repository, e.g. with sign-in on; its responses are checked against the document
+ * it serves itself (see setup/openapi-responses.ts).
+ */
+export function appWith(repository: TodoRepository, deps: Pick<AppDeps, "auth"> = {}): Express {
+  return createApp({
+    repository,
+    logger: silentLogger,
+    ...deps,
+    hooks: { beforeRoutes: (a) => a.use(recorderFor(() => todosOpenApi({ auth: deps.auth }))) },
+  });
 }

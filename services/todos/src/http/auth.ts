@@ -1,0 +1,240 @@
+import { TodosErrorBody } from "@localdecider/contracts";
+import { AppError, type ResponseDoc } from "@localdecider/service-kit";
+import type { RequestHandler } from "express";
+import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import type { Config } from "../config";
+
+/**
+ * Sign-in (TODOS_AUTH=jwt): every per-user route wants `Authorization: Bearer <JWT>`, verified with jose
+ * against either the provider's JSON Web Key Set or an HS256 shared secret, whose `sub` is the path's
+ * `:userId` (or which carries the configured admin claim as `true`).
+ */
+
+export const AUTH_REALM = "todos";
+
+/** Name of the security scheme in /openapi.json. */
+export const BEARER_SCHEME = "bearerAuth";
+
+/** The `error` of each sign-in failure (todos error bodies are `{ error }`, without a code). */
+export const AUTH_MESSAGES = {
+  missing: "Missing bearer token",
+  invalid: "Invalid bearer token",
+  forbidden: "Token not valid for this user",
+  keysUnavailable: "Sign-in keys unavailable",
+} as const;
+
+/** Asymmetric algorithms accepted from a key set; never `none`, never an HMAC one (key-confusion attacks). */
+export const JWKS_ALGORITHMS = [
+  "RS256",
+  "RS384",
+  "RS512",
+  "PS256",
+  "PS384",
+  "PS512",
+  "ES256",
+  "ES384",
+  "ES512",
+  "EdDSA",
+  "Ed25519",
+];
+/** The one algorithm accepted with a shared secret. */
+export const SECRET_ALGORITHMS = ["HS256"];
+
+/** Leeway for `exp` and `nbf` against clock drift between the provider and this host. */
+export const CLOCK_TOLERANCE_SECONDS = 5;
+
+/** jose's key set defaults, spelled out: what the service uses unless a test passes others. */
+export const JWKS_DEFAULTS = {
+  /** A fetch of the key set slower than this fails (the request then answers 503). */
+  timeoutMs: 5_000,
+  /** No refetch sooner than this after the last one, even for an unknown `kid`. */
+  cooldownMs: 30_000,
+  /** A key set older than this is refetched on the next request. */
+  cacheMaxAgeMs: 600_000,
+};
+
+export type KeySource =
+  | { jwksUrl: URL; timeoutMs?: number; cooldownMs?: number; cacheMaxAgeMs?: number }
+  | { secret: string };
+
+export interface JwtAuthOptions {
+  keys: KeySource;
+  /** Required `iss`. */
+  issuer: string;
+  /** Required `aud` (the token's `aud` equals it, or is an array holding it). */
+  audience: string;
+  /** A claim that, when exactly `true`, lets the token act on any userId. */
+  adminClaim?: string;
+}
+
+export interface TodosAuth {
+  keySource: "jwks" | "secret";
+  /** The token's claims once signature, algorithm, `iss`, `aud`, `exp` and `sub` are checked; else an AppError. */
+  verify(token: string): Promise<JWTPayload & { sub: string }>;
+  adminClaim: string | undefined;
+}
+
+/** The key set could not be fetched or used: the provider's fault (503), not the client's (401). */
+class KeysUnavailable extends Error {
+  constructor(cause: unknown) {
+    super(`JSON Web Key Set unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "KeysUnavailable";
+  }
+}
+
+function wwwAuthenticate(invalidToken: boolean): Record<string, string> {
+  const params = invalidToken ? `realm="${AUTH_REALM}", error="invalid_token"` : `realm="${AUTH_REALM}"`;
+  return { "WWW-Authenticate": `Bearer ${params}` };
+}
+
+/** A key-set lookup whose transport and content failures are told apart from a token that matches no key. */
+function remoteKeys(source: Extract<KeySource, { jwksUrl: URL }>): JWTVerifyGetKey {
+  const remote = createRemoteJWKSet(source.jwksUrl, {
+    timeoutDuration: source.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
+    cooldownDuration: source.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
+    cacheMaxAge: source.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
+  });
+  return async (header, token) => {
+    try {
+      return await remote(header, token);
+    } catch (err) {
+      // No key for this kid/alg even after the refetch jose allows (or several candidates for a token
+      // without kid): the token's problem. Anything else (unreachable, non-200, not JSON, malformed set,
+      // timeout) is the provider's.
+      if (
+        err instanceof errors.JWKSNoMatchingKey ||
+        err instanceof errors.JWKSMultipleMatchingKeys ||
+        err instanceof errors.JOSENotSupported
+      ) {
+        throw err;
+      }
+      throw new KeysUnavailable(err);
+    }
+  };
+}
+
+export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
+  const { keys } = options;
+  const keySource = "jwksUrl" in keys ? "jwks" : "secret";
+  const verifyOptions = {
+    algorithms: "jwksUrl" in keys ? JWKS_ALGORITHMS : SECRET_ALGORITHMS,
+    issuer: options.issuer,
+    audience: options.audience,
+    clockTolerance: CLOCK_TOLERANCE_SECONDS,
+    // jose checks exp only when present; a token that never expires is refused.
+    requiredClaims: ["exp", "sub"],
+  };
+  const secret = "secret" in keys ? new TextEncoder().encode(keys.secret) : undefined;
+  const getKey = "jwksUrl" in keys ? remoteKeys(keys) : undefined;
+
+  return {
+    keySource,
+    adminClaim: options.adminClaim,
+    async verify(token) {
+      try {
+        const { payload } =
+          getKey !== undefined
+            ? await jwtVerify(token, getKey, verifyOptions)
+            : await jwtVerify(token, secret as Uint8Array, verifyOptions);
+        if (typeof payload.sub !== "string" || payload.sub === "") {
+          throw new errors.JWTClaimValidationFailed(
+            '"sub" claim must be a non-empty string',
+            payload,
+            "sub",
+            "invalid",
+          );
+        }
+        return payload as JWTPayload & { sub: string };
+      } catch (err) {
+        if (err instanceof KeysUnavailable) {
+          throw new AppError(503, AUTH_MESSAGES.keysUnavailable, { logLevel: "error", cause: err });
+        }
+        // Bad signature, disallowed alg (none, HS256 with a key set), wrong iss/aud, expired, unknown kid,
+        // malformed: all the same 401 to the client; the reason goes to the log line.
+        throw new AppError(401, AUTH_MESSAGES.invalid, { headers: wwwAuthenticate(true), cause: err });
+      }
+    },
+  };
+}
+
+/** The sign-in the config asks for, or undefined when TODOS_AUTH=off. */
+export function authFromConfig(config: Config): TodosAuth | undefined {
+  if (config.TODOS_AUTH === "off") return undefined;
+  const { TODOS_JWT_JWKS_URL: jwksUrl, TODOS_JWT_SECRET: secret } = config;
+  const issuer = config.TODOS_JWT_ISSUER;
+  const audience = config.TODOS_JWT_AUDIENCE;
+  // configSchema already refuses these; kept so a config built by hand cannot switch sign-in off silently.
+  if (issuer === undefined || audience === undefined || (jwksUrl === undefined) === (secret === undefined)) {
+    throw new Error("TODOS_AUTH=jwt needs TODOS_JWT_ISSUER, TODOS_JWT_AUDIENCE and one key source");
+  }
+  return createJwtAuth({
+    keys: jwksUrl !== undefined ? { jwksUrl: new URL(jwksUrl) } : { secret: secret as string },
+    issuer,
+    audience,
+    ...(config.TODOS_JWT_ADMIN_CLAIM === undefined ? {} : { adminClaim: config.TODOS_JWT_ADMIN_CLAIM }),
+  });
+}
+
+/** `Bearer <token68>` (scheme case-insensitive): the token; "" for a malformed one; undefined for none. */
+function bearerToken(authorization: string | undefined): string | undefined {
+  if (authorization === undefined) return undefined;
+  const match = /^bearer(?: +(.*))?$/i.exec(authorization.trim());
+  if (match === null) return undefined; // another scheme (Basic, ...): no credentials for this one
+  const token = (match[1] ?? "").trim();
+  return /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? token : "";
+}
+
+/**
+ * Runs before anything else of a per-user route (before the body is read): 401 without a valid token,
+ * 403 when the token's subject is not the path's `:userId` and it carries no admin claim.
+ */
+export function requireUser(auth: TodosAuth): RequestHandler {
+  return async (req, _res, next) => {
+    const token = bearerToken(req.headers.authorization);
+    if (token === undefined) throw new AppError(401, AUTH_MESSAGES.missing, { headers: wwwAuthenticate(false) });
+    if (token === "") {
+      throw new AppError(401, AUTH_MESSAGES.invalid, {
+        headers: wwwAuthenticate(true),
+        cause: new Error("Authorization header is not Bearer <token>"),
+      });
+    }
+    const claims = await auth.verify(token);
+    const admin = auth.adminClaim !== undefined && claims[auth.adminClaim] === true;
+    if (claims.sub !== req.params.userId && !admin) {
+      throw new AppError(403, AUTH_MESSAGES.forbidden, {
+        cause: new Error(`subject ${JSON.stringify(claims.sub)} is not the path's userId`),
+      });
+    }
+    next();
+  };
+}
+
+/** How /openapi.json describes the scheme. */
+export const BEARER_SECURITY_SCHEME = {
+  type: "http",
+  scheme: "bearer",
+  bearerFormat: "JWT",
+  description:
+    "A JWT from the configured OpenID Connect provider (or signed with the shared HS256 secret) with the service's `iss` and `aud`, an `exp`, and `sub` equal to the path's `userId` (or the configured admin claim set to `true`).",
+};
+
+/** The responses sign-in adds to each per-user route. */
+export function authResponses(auth: TodosAuth): Record<number, ResponseDoc> {
+  const responses: Record<number, ResponseDoc> = {
+    401: {
+      description:
+        "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/sub)",
+      schema: TodosErrorBody,
+      headers: {
+        "WWW-Authenticate": {
+          description: `\`Bearer realm="${AUTH_REALM}"\`, plus \`error="invalid_token"\` when a token was sent`,
+        },
+      },
+    },
+    403: { description: "The token's subject is not this userId (and it is no admin token)", schema: TodosErrorBody },
+  };
+  if (auth.keySource === "jwks") {
+    responses[503] = { description: "The provider's key set could not be fetched", schema: TodosErrorBody };
+  }
+  return responses;
+}
