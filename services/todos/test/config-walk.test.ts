@@ -1,0 +1,87 @@
+import { ConfigError, loadConfig } from "@localdecider/service-kit";
+import { configSchema } from "../src/config";
+
+/** A valid sign-in setup, so that one sign-in variable at a time can be made wrong. */
+const SIGN_IN = {
+  TODOS_AUTH: "jwt",
+  TODOS_JWT_SECRET: "s".repeat(32),
+  TODOS_JWT_ISSUER: "https://issuer.example",
+  TODOS_JWT_AUDIENCE: "todos",
+};
+
+/** Variable -> [wrong value, other variables set, the boot message's line for it]. */
+const WRONG: Record<string, [string | undefined, Record<string, string>, string][]> = {
+  // Any non-empty text can be a host or a directory; empty counts as unset (the default).
+  TODOS_HOST: [],
+  TODOS_PORT: [
+    ["http", {}, "TODOS_PORT: Invalid input: expected number, received NaN"],
+    ["70000", {}, "TODOS_PORT: Too big: expected number to be <=65535"],
+  ],
+  DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
+  TODOS_DATA_DIR: [],
+  LOG_LEVEL: [
+    [
+      "loud",
+      {},
+      'LOG_LEVEL: Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"',
+    ],
+  ],
+  TODOS_AUTH: [
+    ["yes", {}, 'TODOS_AUTH: must be "off" or "jwt"'],
+    [
+      "off",
+      { TODOS_JWT_ISSUER: "https://issuer.example" },
+      'TODOS_AUTH: must be "jwt" when TODOS_JWT_ISSUER is set (it is "off")',
+    ],
+  ],
+  TODOS_JWT_JWKS_URL: [
+    [
+      "http://keys.example/jwks.json",
+      { ...SIGN_IN, TODOS_JWT_SECRET: "" },
+      "TODOS_JWT_JWKS_URL: must be an https:// URL (http:// only to localhost, 127.0.0.1 or [::1])",
+    ],
+    [
+      undefined,
+      { ...SIGN_IN, TODOS_JWT_SECRET: "" },
+      "TODOS_JWT_JWKS_URL: is required when TODOS_AUTH=jwt, unless TODOS_JWT_SECRET is set instead",
+    ],
+  ],
+  TODOS_JWT_SECRET: [
+    ["too short", SIGN_IN, "TODOS_JWT_SECRET: must be at least 32 bytes"],
+    [
+      "s".repeat(32),
+      { ...SIGN_IN, TODOS_JWT_JWKS_URL: "https://keys.example/jwks.json" },
+      "TODOS_JWT_SECRET: must not be set together with TODOS_JWT_JWKS_URL: choose one key source",
+    ],
+  ],
+  TODOS_JWT_ISSUER: [[undefined, SIGN_IN, "TODOS_JWT_ISSUER: is required when TODOS_AUTH=jwt"]],
+  TODOS_JWT_AUDIENCE: [[undefined, SIGN_IN, "TODOS_JWT_AUDIENCE: is required when TODOS_AUTH=jwt"]],
+  TODOS_JWT_ADMIN_CLAIM: [
+    ["sub", SIGN_IN, "TODOS_JWT_ADMIN_CLAIM: must not be a registered claim (iss, sub, aud, exp, nbf, iat, jti)"],
+  ],
+};
+
+describe("every todos variable refuses values that can never work, naming itself", () => {
+  it("covers every variable of the schema", () => {
+    expect(Object.keys(WRONG).sort()).toStrictEqual(Object.keys(configSchema.shape).sort());
+  });
+
+  const cases = Object.entries(WRONG).flatMap(([name, list]) =>
+    list.map(([value, others, line]) => [`${name}=${JSON.stringify(value)}`, name, value, others, line] as const),
+  );
+  it.each(cases)("%s", (_title, name, value, others, line) => {
+    const env: Record<string, string> = { ...others };
+    if (value === undefined) delete env[name];
+    else env[name] = value;
+    let error: unknown;
+    try {
+      loadConfig(configSchema, env);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toContain(line);
+    // The secret is never repeated in the message.
+    expect((error as Error).message).not.toContain("s".repeat(32));
+  });
+});
