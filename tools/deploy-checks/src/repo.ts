@@ -1,5 +1,6 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { parse } from "yaml";
 import type { z } from "zod";
 
@@ -24,6 +25,12 @@ export interface ComposeService {
   volumes?: string[];
   depends_on?: Record<string, { condition?: string }>;
   healthcheck?: { test?: string[] | string; start_period?: string };
+  cap_add?: string[];
+  cap_drop?: string[];
+  read_only?: boolean;
+  security_opt?: string[];
+  stop_grace_period?: string;
+  tmpfs?: string[];
 }
 
 export interface ComposeFile {
@@ -38,6 +45,42 @@ export function loadCompose(...parts: string[]): ComposeFile {
 
 /** The compose files of the stack: the main one and the alternative model servers layered over it. */
 export const COMPOSE_FILES = ["docker-compose.yml", "docker/compose.ollama.yml", "docker/compose.vllm.yml"];
+
+/**
+ * `docker compose -f a.yml -f b.yml`, for the keys these checks read: a key of b replaces a's, except
+ * sequences, which Compose merges (kept once each: cap_add, cap_drop, security_opt, tmpfs, volumes, ...),
+ * and mappings (environment, depends_on), merged key by key.
+ */
+export function mergeCompose(base: ComposeFile, override: ComposeFile): ComposeFile {
+  const services: Record<string, ComposeService> = { ...base.services };
+  for (const [name, over] of Object.entries(override.services)) {
+    const merged: Record<string, unknown> = { ...(services[name] ?? {}) };
+    for (const [key, value] of Object.entries(over)) {
+      const current = merged[key];
+      if (Array.isArray(current) && Array.isArray(value) && key !== "command") {
+        merged[key] = [...new Set([...current, ...value])];
+      } else if (isPlainObject(current) && isPlainObject(value) && key !== "healthcheck") {
+        merged[key] = { ...current, ...value };
+      } else {
+        merged[key] = value;
+      }
+    }
+    services[name] = merged as ComposeService;
+  }
+  return { ...base, ...override, services, volumes: { ...base.volumes, ...override.volumes } };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A Compose duration (`190s`, `1m30s`, `20m`, `1h`) in seconds. */
+export function durationSeconds(text: string): number {
+  const units: Record<string, number> = { h: 3600, m: 60, s: 1, ms: 0.001 };
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) throw new Error(`not a duration: ${text}`);
+  return parts.reduce((sum, p) => sum + Number(p[1]) * (units[p[2] as string] as number), 0);
+}
 
 export interface Interpolation {
   name: string;
@@ -109,10 +152,79 @@ export function serviceSchemas(): Record<"todos" | "decider", z.ZodObject> {
   return { todos: todos.configSchema, decider: decider.configSchema };
 }
 
+/**
+ * Whether an env file's value for a variable means the service's default: it parses to what the default
+ * parses to (`1mb` and `1048576` alike), and an optional variable is left empty.
+ */
+export function meansDefault(schema: z.ZodObject, key: string, text: string): boolean {
+  const field = schema.shape[key] as z.ZodType;
+  const given = field.safeParse(text === "" ? undefined : text);
+  const fallback = field.safeParse(undefined);
+  return given.success && fallback.success && isDeepStrictEqual(given.data, fallback.data);
+}
+
 /** A schema field's default as it would appear in an env file (`""` when the variable is optional). */
 export function envDefault(schema: z.ZodObject, key: string): string {
   const field = schema.shape[key] as z.ZodType;
   const result = field.safeParse(undefined);
   if (!result.success) throw new Error(`${key} has no default and is required`);
   return result.data === undefined ? "" : String(result.data);
+}
+
+/** One line of .dockerignore: a pattern relative to the build context root, `!` to take a match back. */
+export interface DockerignoreEntry {
+  pattern: string;
+  exclude: boolean;
+}
+
+export function parseDockerignore(text: string): DockerignoreEntry[] {
+  return text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#"))
+    .map((line) => ({ pattern: line.replace(/^!/, ""), exclude: !line.startsWith("!") }));
+}
+
+// A .dockerignore pattern as Docker reads it (moby/patternmatcher): relative to the context root whatever
+// its leading `/`; `*` and `?` stay within one path segment; `**` spans any number of segments. So `*.log`
+// matches `a.log` at the root only, and `**/*.log` matches it at any depth.
+// (Line comments: the patterns hold the characters that would end a block comment.)
+export function dockerignoreRegExp(pattern: string): RegExp {
+  const clean = path.posix
+    .normalize(pattern)
+    .replace(/^(\.\/|\/)+/, "")
+    .replace(/\/+$/, "");
+  let source = "";
+  for (let i = 0; i < clean.length; i++) {
+    const c = clean[i] as string;
+    if (c === "*" && clean[i + 1] === "*") {
+      i++;
+      if (clean[i + 1] === "/") {
+        i++;
+        source += "(?:.*/)?";
+      } else {
+        source += ".*";
+      }
+    } else if (c === "*") source += "[^/]*";
+    else if (c === "?") source += "[^/]";
+    else source += c.replace(/[.+^${}()|[\]\\]/g, "\\$&");
+  }
+  return new RegExp(`^${source}$`);
+}
+
+/**
+ * Every file and directory under the repository root, as root-relative POSIX paths; node_modules and .git
+ * are listed but not descended into.
+ */
+export function repoTree(): string[] {
+  const found: string[] = [];
+  const walk = (relative: string) => {
+    for (const entry of readdirSync(path.join(REPO_ROOT, relative), { withFileTypes: true })) {
+      const child = relative === "" ? entry.name : `${relative}/${entry.name}`;
+      found.push(child);
+      if (entry.isDirectory() && entry.name !== "node_modules" && entry.name !== ".git") walk(child);
+    }
+  };
+  walk("");
+  return found;
 }

@@ -1,7 +1,21 @@
 import { existsSync } from "node:fs";
-import { COMPOSE_FILES, type ComposeService, loadCompose, readRepoFile, repoPath, SECRET_NAME } from "../src/repo";
+import {
+  COMPOSE_FILES,
+  type ComposeFile,
+  type ComposeService,
+  durationSeconds,
+  envDefault,
+  loadCompose,
+  mergeCompose,
+  readRepoFile,
+  repoPath,
+  SECRET_NAME,
+  serviceSchemas,
+} from "../src/repo";
 
 const compose = loadCompose("docker-compose.yml");
+/** An image pinned by tag, optionally also by digest (`name:tag@sha256:...`, see docs/deploy.md). */
+const DIGEST = "(@sha256:[0-9a-f]{64})?";
 
 function service(name: string): ComposeService {
   const found = compose.services[name];
@@ -27,7 +41,7 @@ describe("docker-compose.yml services", () => {
 
   it("runs postgres from the official image with a pinned major, pg_isready and a named volume", () => {
     const pg = service("postgres");
-    expect(pg.image).toMatch(/^postgres:16(\.\d+)?(-[a-z0-9]+)?$/);
+    expect(pg.image).toMatch(new RegExp(`^postgres:16(\\.\\d+)?(-[a-z0-9]+)?${DIGEST}$`));
     expect(healthTest("postgres")).toContain("pg_isready");
     const volume = (pg.volumes ?? [])[0]?.split(":")[0] ?? "";
     expect(Object.keys(compose.volumes ?? {})).toContain(volume);
@@ -46,7 +60,7 @@ describe("docker-compose.yml services", () => {
 
   it("runs a pinned OpenAI-compatible model server whose healthcheck waits for the loaded model", () => {
     const model = service("model");
-    expect(model.image).toMatch(/^ghcr\.io\/ggml-org\/llama\.cpp:server-b\d+$/);
+    expect(model.image).toMatch(new RegExp(`^ghcr\\.io/ggml-org/llama\\.cpp:server-b\\d+${DIGEST}$`));
     expect(healthTest("model")).toContain("http://127.0.0.1:8081/health");
     // Getting the model is part of `up`: the server downloads it into a named volume on first start.
     expect(model.command).toEqual(expect.arrayContaining(["--hf-repo", "--hf-file", "--alias", "--port", "8081"]));
@@ -78,7 +92,7 @@ describe("docker-compose.yml services", () => {
 describe("alternative model servers", () => {
   it("Ollama override: pinned image, a one-shot pull the decider waits for, decider pointed at Ollama", () => {
     const ollama = loadCompose("docker/compose.ollama.yml");
-    expect(ollama.services.model?.image).toMatch(/^ollama\/ollama:\d+\.\d+\.\d+$/);
+    expect(ollama.services.model?.image).toMatch(new RegExp(`^ollama/ollama:\\d+\\.\\d+\\.\\d+${DIGEST}$`));
     expect(ollama.services.model?.healthcheck?.test).toBeDefined();
     expect(ollama.services["model-pull"]?.command?.[0]).toBe("pull");
     expect(ollama.services["model-pull"]?.depends_on).toStrictEqual({ model: { condition: "service_healthy" } });
@@ -91,7 +105,7 @@ describe("alternative model servers", () => {
   it("vLLM override: pinned image on an NVIDIA GPU reservation, same port and model name as the default", () => {
     const vllm = loadCompose("docker/compose.vllm.yml");
     const model = vllm.services.model as ComposeService & { deploy?: unknown };
-    expect(model.image).toMatch(/^vllm\/vllm-openai:v\d+\.\d+\.\d+$/);
+    expect(model.image).toMatch(new RegExp(`^vllm/vllm-openai:v\\d+\\.\\d+\\.\\d+${DIGEST}$`));
     expect(model.deploy).toStrictEqual({
       resources: { reservations: { devices: [{ driver: "nvidia", count: "all", capabilities: ["gpu"] }] } },
     });
@@ -125,5 +139,131 @@ describe("no secrets in compose files", () => {
 
   it("requires POSTGRES_PASSWORD to be set rather than defaulting it", () => {
     expect(service("postgres").environment?.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
+  });
+});
+
+// ---- hardening (issue 8, point 7) ----------------------------------------------------------------------
+
+/** Each stack as Compose runs it: the main file alone, and each alternative model server layered over it. */
+const STACKS: [string, ComposeFile][] = [
+  ["docker-compose.yml", compose],
+  ...COMPOSE_FILES.slice(1).map((file): [string, ComposeFile] => [file, mergeCompose(compose, loadCompose(file))]),
+];
+
+/** Capabilities a service may add back after dropping ALL, and why. Nothing else gets any. */
+const CAPABILITIES: Record<string, string[]> = {
+  // The entrypoint runs as root, hands the data and socket directories to the postgres user and drops to it.
+  postgres: ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
+};
+
+/** Services whose root filesystem stays writable, per stack, each set `read_only: false` explicitly. */
+const WRITABLE_ROOT: Record<string, string> = {
+  // vLLM, PyTorch and Triton write compile caches and usage stats in several places outside the volume,
+  // varying between versions, and no GPU is available here to list them (docs/deploy.md, "Hardening").
+  "docker/compose.vllm.yml model": "vLLM's caches",
+};
+
+/** What each read-only service of the main stack needs writable besides its volumes. */
+const TMPFS: Record<string, string[]> = {
+  postgres: ["/var/run/postgresql", "/tmp"],
+  todos: ["/tmp"],
+  decider: ["/tmp"],
+  // llama.cpp writes only to LLAMA_CACHE (the model-cache volume).
+  model: [],
+};
+
+/**
+ * How long a service drains after SIGTERM before it exits, read from its main.ts and the service kit, so
+ * that a change there shows up here: the kit's serve() waits `drainTimeoutMs` (its default when main.ts
+ * passes none), and the decider passes its LOCALDECIDER_TIMEOUT.
+ */
+function drainSeconds(service: "todos" | "decider"): number {
+  const kitDefault = /drainTimeoutMs \?\? ([\d_]+)\)/.exec(readRepoFile("packages/service-kit/src/serve.ts"))?.[1];
+  if (kitDefault === undefined) throw new Error("serve.ts no longer reads `drainTimeoutMs ?? <ms>`: update this check");
+  const main = readRepoFile("services", service, "src/main.ts");
+  const passed = /drainTimeoutMs: (\w+)/.exec(main)?.[1];
+  if (passed === undefined) return Number(kitDefault.replace(/_/g, "")) / 1000;
+  // The decider: `drainTimeoutMs: timeoutMs` with `const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000`.
+  const variable = new RegExp(`const ${passed} = config\\.(\\w+) \\* 1000;`).exec(main)?.[1];
+  if (variable === undefined) throw new Error(`${service}: drainTimeoutMs is no longer one config variable in seconds`);
+  return Number(envDefault(serviceSchemas()[service], variable));
+}
+
+describe("hardening: every service of every stack", () => {
+  it.each(STACKS)("%s: drops every capability, adding back only the listed ones", (_file, stack) => {
+    for (const [name, svc] of Object.entries(stack.services)) {
+      expect({ name, cap_drop: svc.cap_drop, cap_add: [...(svc.cap_add ?? [])].sort() }).toStrictEqual({
+        name,
+        cap_drop: ["ALL"],
+        cap_add: CAPABILITIES[name] ?? [],
+      });
+    }
+  });
+
+  it.each(STACKS)("%s: cannot gain privileges (no-new-privileges)", (_file, stack) => {
+    for (const [name, svc] of Object.entries(stack.services)) {
+      expect({ name, security_opt: svc.security_opt }).toStrictEqual({
+        name,
+        security_opt: ["no-new-privileges:true"],
+      });
+    }
+  });
+
+  it.each(STACKS)("%s: runs on a read-only root filesystem unless listed as an exception", (file, stack) => {
+    for (const [name, svc] of Object.entries(stack.services)) {
+      const exception = WRITABLE_ROOT[`${file} ${name}`];
+      expect({ name, read_only: svc.read_only }).toStrictEqual({ name, read_only: exception === undefined });
+    }
+  });
+
+  it("lists only exceptions that exist, each set explicitly in its own file", () => {
+    for (const key of Object.keys(WRITABLE_ROOT)) {
+      const [file = "", name = ""] = key.split(" ");
+      expect({ key, read_only: loadCompose(file).services[name]?.read_only }).toStrictEqual({ key, read_only: false });
+    }
+  });
+
+  it("gives each read-only service of the main stack exactly the tmpfs mounts it writes to", () => {
+    for (const [name, svc] of Object.entries(compose.services)) {
+      expect({ name, tmpfs: svc.tmpfs ?? [] }).toStrictEqual({ name, tmpfs: TMPFS[name] });
+    }
+  });
+
+  it("mounts only named volumes, so `docker compose down` leaves no anonymous volume behind", () => {
+    for (const [file, stack] of STACKS) {
+      for (const [name, svc] of Object.entries(stack.services)) {
+        for (const mount of svc.volumes ?? []) {
+          const source = mount.split(":")[0] ?? "";
+          expect({ file, name, mount, declared: source in (stack.volumes ?? {}) }).toStrictEqual({
+            file,
+            name,
+            mount,
+            declared: true,
+          });
+        }
+      }
+    }
+  });
+
+  it("waits a little longer than each service drains before killing it (stop_grace_period)", () => {
+    // Today 10 s (the service kit's default drain) and 180 s (the decider's default LOCALDECIDER_TIMEOUT).
+    for (const service of ["todos", "decider"] as const) {
+      const drain = drainSeconds(service);
+      const grace = durationSeconds(String(compose.services[service]?.stop_grace_period));
+      // At least 5 s to spare (closing the database or the upstream queue comes after the drain), at most 60.
+      const spare = grace - drain;
+      expect({ service, drain, grace, enough: spare >= 5, notExcessive: spare <= 60 }).toStrictEqual({
+        service,
+        drain: expect.any(Number),
+        grace,
+        enough: true,
+        notExcessive: true,
+      });
+    }
+  });
+
+  it("reads Compose durations", () => {
+    expect(["190s", "1m30s", "20m", "1h", "500ms"].map(durationSeconds)).toStrictEqual([190, 90, 1200, 3600, 0.5]);
+    expect(() => durationSeconds("190")).toThrow("not a duration");
   });
 });

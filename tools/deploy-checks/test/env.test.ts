@@ -4,6 +4,7 @@ import {
   envDefault,
   interpolations,
   loadCompose,
+  meansDefault,
   parseEnvExample,
   readRepoFile,
   SECRET_NAME,
@@ -44,8 +45,16 @@ describe(".env.example against the services' config schemas", () => {
   it("gives each service variable the service's own default (empty for optional ones)", () => {
     for (const [service, schema] of Object.entries(schemas)) {
       for (const name of Object.keys(schema.shape)) {
-        const expected = envDefault(schema, name);
-        expect({ service, name, value: envByName.get(name)?.value }).toStrictEqual({ service, name, value: expected });
+        // Compared as the service reads them: `1mb` in the file is the default 1048576 bytes.
+        const value = envByName.get(name)?.value;
+        const isDefault = value !== undefined && meansDefault(schema, name, value);
+        expect({ service, name, value, isDefault }).toStrictEqual({
+          service,
+          name,
+          value,
+          isDefault: true,
+          ...(isDefault ? {} : { default: envDefault(schema, name) }),
+        });
       }
     }
   });
@@ -81,7 +90,13 @@ describe("docker-compose.yml against the services' config schemas", () => {
         expect({ name, interpolated: used.map((u) => u.name) }).toStrictEqual({ name, interpolated: [name] });
         const fallback = used[0]?.fallback ?? "";
         // `${NAME:-}` leaves the default to the service; a written fallback must be the service's default.
-        if (fallback !== "") expect({ name, fallback }).toStrictEqual({ name, fallback: envDefault(schema, name) });
+        if (fallback !== "") {
+          expect({ name, fallback, isDefault: meansDefault(schema, name, fallback) }).toStrictEqual({
+            name,
+            fallback,
+            isDefault: true,
+          });
+        }
         expect({ name, setByCompose: entry?.setByCompose }).toStrictEqual({ name, setByCompose: false });
       }
     });

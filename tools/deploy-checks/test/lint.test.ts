@@ -4,7 +4,16 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { validate as validateDockerfile } from "dockerfile-utils";
-import { COMPOSE_FILES, readRepoFile, repoPath } from "../src/repo";
+import {
+  COMPOSE_FILES,
+  dockerignoreRegExp,
+  envDefault,
+  parseDockerignore,
+  readRepoFile,
+  repoPath,
+  repoTree,
+  serviceSchemas,
+} from "../src/repo";
 
 const run = promisify(execFile);
 
@@ -140,7 +149,8 @@ describe("Dockerfiles (what the issue asks of each image)", () => {
 
     it(`${service}: multi-stage on pinned Node 22 LTS slim`, () => {
       expect(froms.length).toBeGreaterThanOrEqual(2);
-      for (const from of froms) expect(from).toMatch(/^node:22\.\d+\.\d+-bookworm-slim$/);
+      // Pinned by tag, optionally also by digest (docs/deploy.md, "Image pins").
+      for (const from of froms) expect(from).toMatch(/^node:22\.\d+\.\d+-bookworm-slim(@sha256:[0-9a-f]{64})?$/);
     });
 
     it(`${service}: installs from the frozen lockfile and deploys only its production closure`, () => {
@@ -165,5 +175,48 @@ describe("Dockerfiles (what the issue asks of each image)", () => {
   it("the build context leaves out dependencies, build output, local data and git", () => {
     const ignored = readRepoFile(".dockerignore").split("\n");
     expect(ignored).toEqual(expect.arrayContaining(["**/node_modules", "**/dist", "**/data", ".git", ".env"]));
+  });
+
+  it("declare no VOLUME: storage is the deployment's choice (compose, docker run -v), never an anonymous volume", () => {
+    for (const file of DOCKERFILES) {
+      const volumes = readRepoFile(file)
+        .split("\n")
+        .filter((line) => /^\s*VOLUME\b/i.test(line));
+      expect({ file, volumes }).toStrictEqual({ file, volumes: [] });
+    }
+  });
+});
+
+describe(".dockerignore", () => {
+  const entries = parseDockerignore(readRepoFile(".dockerignore"));
+  // What this repository makes when its own instructions are followed, besides what is in the tree now
+  // (node_modules, dist and the generated Prisma client exist once `pnpm install && pnpm build` ran).
+  const made = [
+    // docs/deploy.md and .env.example: `cp .env.example .env`
+    ".env",
+    // todos' embedded database, at TODOS_DATA_DIR's default relative to the service (`pnpm --filter ... start`)
+    path.posix.join("services/todos", envDefault(serviceSchemas().todos, "TODOS_DATA_DIR")),
+  ].flatMap((p) => p.split("/").map((_, i, parts) => parts.slice(0, i + 1).join("/")));
+  const tree = [...new Set([...repoTree(), ...made])];
+
+  it("has only patterns that match something in the repository or something it makes", () => {
+    for (const { pattern } of entries) {
+      const re = dockerignoreRegExp(pattern);
+      expect({ pattern, matches: tree.some((p) => re.test(p)) }).toStrictEqual({ pattern, matches: true });
+    }
+  });
+
+  it("reads patterns as Docker does: relative to the root, `*` within one segment, `**` across any", () => {
+    const matches = (pattern: string, p: string) => dockerignoreRegExp(pattern).test(p);
+    expect(matches("compose.*.yml", "docker/compose.ollama.yml")).toBe(false);
+    expect(matches("docker/compose.*.yml", "docker/compose.ollama.yml")).toBe(true);
+    expect(matches("*.log", "services/todos/app.log")).toBe(false);
+    expect(matches("**/*.log", "services/todos/app.log")).toBe(true);
+    expect(matches("**/*.log", "app.log")).toBe(true);
+    expect(matches("/.git", ".git")).toBe(true);
+    expect(matches("**/dist", "services/decider/dist")).toBe(true);
+    expect(matches("**/dist", "services/decider/distance")).toBe(false);
+    // So a stale entry is caught: nothing in the tree is a compose override at the root.
+    expect(tree.some((p) => dockerignoreRegExp("compose.*.yml").test(p))).toBe(false);
   });
 });
