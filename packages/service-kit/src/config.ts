@@ -26,7 +26,15 @@ export function loadConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEn
   return result.data;
 }
 
-const UNITS: Record<string, number> = { b: 1, k: 1024, kb: 1024, m: 1024 ** 2, mb: 1024 ** 2, g: 1024 ** 3, gb: 1024 ** 3 };
+const UNITS: Record<string, number> = {
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+};
 
 /**
  * A size in bytes as people write it: `512kb`, `2MB`, `2m`, `1.5 mb` (units are powers of 1024, any case),
