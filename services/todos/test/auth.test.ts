@@ -1,8 +1,7 @@
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import path from "node:path";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import { metricSample, validateOpenApi31 } from "@localdecider/service-kit/dist/test-utils";
 import type { Express } from "express";
@@ -12,6 +11,7 @@ import { configSchema } from "../src/config";
 import { AUTH_MESSAGES, authFromConfig, createJwtAuth, type TodosAuth } from "../src/http/auth";
 import type { TodoRepository } from "../src/storage/repository";
 import { todosOpenApi } from "./setup/openapi-responses";
+import { MAIN, startService } from "./support/service-process";
 import {
   appWith,
   buildApp,
@@ -606,7 +606,6 @@ describe("TODOS_AUTH and TODOS_JWT_* configuration", () => {
 // ---------------------------------------------------------------------------------------------------------
 
 /** The built service (dist/main.js, built by `pnpm test` before Jest runs) as its image runs it. */
-const MAIN = path.join(__dirname, "..", "dist", "main.js");
 
 describe("the built service process with sign-in", () => {
   const baseEnv = () => ({ PATH: process.env.PATH ?? "", LOG_LEVEL: "info", TODOS_PORT: "0" });
@@ -627,33 +626,16 @@ describe("the built service process with sign-in", () => {
   it("when TODOS_AUTH=jwt with a secret, refuses a request without a token and serves one with", async () => {
     // PostgreSQL: the process starts in well under a second (PGlite's first start runs initdb, seconds).
     const location = await postgresMode.locate();
-    const child = spawn(process.execPath, [MAIN], {
-      env: {
-        ...baseEnv(),
-        DATABASE_URL: location.options.databaseUrl ?? "",
-        TODOS_AUTH: "jwt",
-        TODOS_JWT_SECRET: SECRET,
-        TODOS_JWT_ISSUER: ISSUER,
-        TODOS_JWT_AUDIENCE: AUDIENCE,
-      },
-      stdio: ["ignore", "pipe", "inherit"],
+    const service = await startService({
+      ...baseEnv(),
+      DATABASE_URL: location.options.databaseUrl ?? "",
+      TODOS_AUTH: "jwt",
+      TODOS_JWT_SECRET: SECRET,
+      TODOS_JWT_ISSUER: ISSUER,
+      TODOS_JWT_AUDIENCE: AUDIENCE,
     });
-    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
     try {
-      const lines: Record<string, unknown>[] = [];
-      const port = await new Promise<number>((resolve, reject) => {
-        let partial = "";
-        child.stdout?.on("data", (chunk: Buffer) => {
-          const parts = (partial + chunk.toString()).split("\n");
-          partial = parts.pop() ?? "";
-          for (const text of parts) {
-            const line = JSON.parse(text) as Record<string, unknown>;
-            lines.push(line);
-            if (line.message === "listening") resolve(Number(line.port));
-          }
-        });
-        exited.then((code) => reject(new Error(`exited with ${code} before listening`)));
-      });
+      const { lines, port } = service;
       expect(lines.find((l) => String(l.message).startsWith("sign-in on"))).toMatchObject({
         keySource: "secret",
         issuer: ISSUER,
@@ -666,8 +648,8 @@ describe("the built service process with sign-in", () => {
       const t = await token(hmacKey(SECRET), "sam");
       await request(base).get("/users/sam/todos").set("authorization", `Bearer ${t}`).expect(200, { todoItems: [] });
     } finally {
-      child.kill("SIGTERM");
-      expect(await exited).toBe(0);
+      service.child.kill("SIGTERM");
+      expect(await service.exited).toBe(0);
       await location.dispose();
     }
   });

@@ -1,8 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import http from "node:http";
-import path from "node:path";
 import request from "supertest";
+import { MAIN, startService } from "./support/service-process";
 import { buildApp, pgliteMode, STORAGE_MODES, type StorageLocation } from "./support/storage-modes";
 
 describe.each(STORAGE_MODES)("restarting the service on $name", (mode) => {
@@ -29,45 +28,13 @@ describe.each(STORAGE_MODES)("restarting the service on $name", (mode) => {
   });
 });
 
-/** The built service as a real process (dist/main.js, built by `pnpm test` before Jest runs). */
-const MAIN = path.join(__dirname, "..", "dist", "main.js");
-
-interface RunningService {
-  child: ChildProcess;
-  port: number;
-  exited: Promise<number | null>;
-  /** Resolves with the first log line (already seen or still to come) whose message is `message`. */
-  logged(message: string): Promise<Record<string, unknown>>;
-}
-
-async function startService(dataDir: string): Promise<RunningService> {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, TODOS_PORT: "0", TODOS_DATA_DIR: dataDir, LOG_LEVEL: "info", DATABASE_URL: "" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  const lines: Record<string, unknown>[] = [];
-  const waiters: { message: string; resolve: (line: Record<string, unknown>) => void }[] = [];
-  let partial = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    const parts = (partial + chunk.toString()).split("\n");
-    partial = parts.pop() ?? "";
-    for (const text of parts) {
-      const line = JSON.parse(text) as Record<string, unknown>;
-      lines.push(line);
-      for (const w of waiters.filter((w) => w.message === line.message)) w.resolve(line);
-    }
-  });
-  const logged = (message: string) =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
-      const seen = lines.find((l) => l.message === message);
-      if (seen) resolve(seen);
-      else waiters.push({ message, resolve });
-      exited.then((code) => reject(new Error(`service exited with ${code} before logging "${message}"`)));
-    });
-  const listening = await logged("listening");
-  return { child, port: Number(listening.port), exited, logged };
-}
+const pgliteEnv = (dataDir: string) => ({
+  ...process.env,
+  TODOS_PORT: "0",
+  TODOS_DATA_DIR: dataDir,
+  LOG_LEVEL: "info",
+  DATABASE_URL: "",
+});
 
 describe("the built service process", () => {
   let location: StorageLocation;
@@ -81,7 +48,7 @@ describe("the built service process", () => {
   it("when SIGTERM arrives mid-request, finishes that request, closes the database, exits 0, and its data survives a restart", async () => {
     expect(existsSync(MAIN)).toBe(true);
     const dataDir = location.options.dataDir;
-    const first = await startService(dataDir);
+    const first = await startService(pgliteEnv(dataDir));
     const base = `http://127.0.0.1:${first.port}`;
 
     // A request whose body is still arriving when the signal comes: it must be served, not dropped.
@@ -110,7 +77,7 @@ describe("the built service process", () => {
     expect(served.status).toBe(201);
     expect(await first.exited).toBe(0);
 
-    const second = await startService(dataDir);
+    const second = await startService(pgliteEnv(dataDir));
     try {
       const res = await request(`http://127.0.0.1:${second.port}`).get("/users/proc/todos").expect(200);
       expect(res.body).toStrictEqual({ todoItems: [JSON.parse(served.body).todoItem] });
