@@ -5,7 +5,12 @@ import { AppError } from "@localdecider/service-kit";
 export function deciderError(
   code: DeciderErrorCode,
   message: string,
-  options: { details?: ValidationIssue[]; headers?: Record<string, string>; cause?: unknown } = {},
+  options: {
+    details?: ValidationIssue[];
+    headers?: Record<string, string>;
+    cause?: unknown;
+    logLevel?: "error" | "warn" | "info";
+  } = {},
 ): AppError {
   return new AppError(DECIDER_ERROR_STATUS[code], message, { code, ...options });
 }

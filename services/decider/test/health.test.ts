@@ -1,3 +1,4 @@
+import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
 import { type Harness, harness } from "./helpers";
 
@@ -61,13 +62,21 @@ describe("GET /ready", () => {
     });
   });
 
-  it("answers 503 when the backend is unreachable", async () => {
-    h = await harness();
+  it("answers 503 when the backend is unreachable, logging the change once at warn and no error per poll", async () => {
+    const lines: { level: string; message: string }[] = [];
+    const logger = createLogger({ service: "t", level: "info" });
+    for (const t of logger.transports) t.silent = true;
+    logger.on("data", (info: { level: string; message: string }) => lines.push(info));
+    h = await harness({ logger });
     await h.fake.stop();
-    const res = await request(h.app).get("/ready");
-    expect(res.status).toBe(503);
-    expect(res.body.code).toBe("backend_not_ready");
-    expect(res.body.error).toBe("inference backend unreachable");
+    for (let i = 0; i < 3; i++) {
+      const res = await request(h.app).get("/ready");
+      expect(res.status).toBe(503);
+      expect(res.body.code).toBe("backend_not_ready");
+      expect(res.body.error).toBe("inference backend unreachable");
+    }
+    expect(lines.filter((l) => l.level === "error")).toStrictEqual([]);
+    expect(lines.filter((l) => l.message === "model server not ready").map((l) => l.level)).toStrictEqual(["warn"]);
   });
 
   it("answers 503 for another backend error status", async () => {

@@ -12,7 +12,9 @@ export const health: RequestHandler = (_req, res) => {
 export function ready(gate: ModelGate, upstream: string, model: string): RequestHandler {
   return async (_req, res) => {
     const result = await gate.check();
-    if (!result.ready) throw deciderError("backend_not_ready", result.message);
+    // An expected state (a model loading, a server restarting) that health checks poll: the model gate logs
+    // each change of it once at warn; each poll's 503 is no error of ours.
+    if (!result.ready) throw deciderError("backend_not_ready", result.message, { logLevel: "info" });
     res.json({ status: "ready", upstream, model } satisfies DeciderReadyResponse);
   };
 }
