@@ -157,6 +157,11 @@ export class UpstreamLimiter {
         }
         await turn();
         try {
+          // A call whose request ended while it waited for its turn does not queue behind other requests.
+          if (signal.aborted) {
+            take();
+            throw new AbortedError();
+          }
           return await this.bottleneck.schedule(job(fn, signal, take));
         } finally {
           pass();
