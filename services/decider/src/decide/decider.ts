@@ -253,15 +253,14 @@ export class Decider {
    * when that is allowed (undefined when it begins no single outcome: a malformed answer).
    */
   private distribution(run: RequestRun, result: ProbeResult, probe: ProbeRequest, part: Part): number[] | undefined {
-    if (result.alternatives !== null && result.alternatives.length > 0) {
-      const read = readOut(result.alternatives, probe.reading);
-      if (read !== undefined) {
-        if (read.absent.length > 0) {
-          this.options.observer.absentOutcomes(read.absent.length);
-          run.absent.push({ question: part.question, outcomes: read.absent.map((i) => part.options[i]?.label ?? "") });
-        }
-        return read.distribution;
+    // readOut is undefined for an empty list: alternatives asked for and none sent count as no logprobs.
+    const read = result.alternatives === null ? undefined : readOut(result.alternatives, probe.reading);
+    if (read !== undefined) {
+      if (read.absent.length > 0) {
+        this.options.observer.absentOutcomes(read.absent.length);
+        run.absent.push({ question: part.question, outcomes: read.absent.map((i) => part.options[i]?.label ?? "") });
       }
+      return read.distribution;
     }
     if (!this.options.allowNoLogprobs) {
       throw deciderError(

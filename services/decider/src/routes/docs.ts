@@ -67,7 +67,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
         "Model server unreachable, failing (5xx), a malformed response after the retries, or no logprobs (no_logprobs)",
       ),
       503: error("Model server does not hold the model (answered 404, or does not list it), or is busy"),
-      504: error("An upstream call took longer than LOCALDECIDER_TIMEOUT"),
+      504: error("The decision did not complete within LOCALDECIDER_TIMEOUT"),
     },
   },
 ];
