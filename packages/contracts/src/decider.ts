@@ -114,8 +114,39 @@ export type SystemOneResponse = z.infer<typeof SystemOneResponse>;
 export const ModelCard = z.object({ name: z.string(), description: z.string(), release_date: z.string() });
 export type ModelCard = z.infer<typeof ModelCard>;
 
-/** 200 body of `GET /v1/models` (what the SDK's `models.list()` unwraps). */
-export const ModelsResponse = z.object({ models: z.array(ModelCard) });
+/** The embedded engine's model, once loaded. */
+export const EmbeddedModelInfo = z.object({
+  /** The GGUF file's name. */
+  file: z.string(),
+  architecture: z.string().optional(),
+  /** The weights' type as llama.cpp names it, e.g. `Q4_K_M`. */
+  quantization: z.string(),
+  size_bytes: z.number().int().min(0),
+  /** Tokens per sequence; `sequences` calls run at once (LOCALDECIDER_MAX_INFLIGHT). */
+  context_size: z.number().int().min(1),
+  sequences: z.number().int().min(1),
+  train_context_size: z.number().int().min(0),
+});
+export type EmbeddedModelInfo = z.infer<typeof EmbeddedModelInfo>;
+
+/** What answers the questions: a model server (LOCALDECIDER_UPSTREAM) or the embedded engine. */
+export const BackendInfo = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("server"), address: z.string(), model: z.string() }),
+  z.object({
+    kind: z.literal("embedded"),
+    /** LOCALDECIDER_MODEL, without credentials. */
+    source: z.string(),
+    /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
+    state: z.string(),
+    /** `cpu`, or the GPU backend in use (`cuda`, `vulkan`, `metal`); absent until loaded. */
+    gpu: z.string().optional(),
+    model: EmbeddedModelInfo.optional(),
+  }),
+]);
+export type BackendInfo = z.infer<typeof BackendInfo>;
+
+/** 200 body of `GET /v1/models` (what the SDK's `models.list()` unwraps: `models`; the rest is ours). */
+export const ModelsResponse = z.object({ models: z.array(ModelCard), backend: BackendInfo.optional() });
 export type ModelsResponse = z.infer<typeof ModelsResponse>;
 
 /** 200 body of the decider's `GET /ready`. */

@@ -9,6 +9,7 @@ import {
   type OpenApiDocument,
   requestId,
 } from "@localdecider/service-kit";
+import type { BackendInfo } from "@localdecider/contracts";
 import express, { type Express, Router } from "express";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
@@ -25,6 +26,8 @@ import { SERVICE_VERSION } from "./version";
 export interface AppDeps {
   upstream: Upstream;
   probe: ReadinessProbe;
+  /** What GET /v1/models says answers the questions (default: the model server at upstreamAddress). */
+  describeBackend?: () => BackendInfo;
   limiter: UpstreamLimiter;
   logger: Logger;
   /** Sees every decider hook besides the app's own Prometheus series (tests record with one). */
@@ -71,7 +74,7 @@ export function buildDeciderOpenApi(): OpenApiDocument {
 export function createApp(deps: AppDeps): DeciderApp {
   const { metrics, observer } = createDeciderMetrics(deps.limiter);
   const openapi = buildDeciderOpenApi();
-  const gate = new ModelGate(deps.probe, deps.logger);
+  const gate = new ModelGate(deps.probe, deps.logger, deps.probe.maxAgeMs);
   const decider = new Decider({
     gate,
     allowNoLogprobs: deps.allowNoLogprobs,
@@ -101,6 +104,8 @@ export function createApp(deps: AppDeps): DeciderApp {
     apiKey: deps.apiKey,
     upstream: deps.upstreamAddress,
     upstreamModel: deps.upstreamModel,
+    describeBackend:
+      deps.describeBackend ?? (() => ({ kind: "server", address: deps.upstreamAddress, model: deps.upstreamModel })),
     bodyLimit: deps.bodyLimit,
   });
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));

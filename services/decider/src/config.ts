@@ -1,5 +1,6 @@
 import { byteSize, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
+import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
 
 const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
 const text = (fallback?: string) => (fallback === undefined ? z.string().min(1) : z.string().min(1).default(fallback));
@@ -12,12 +13,27 @@ export const configSchema = z
   .object({
     LOCALDECIDER_HOST: text("127.0.0.1"),
     LOCALDECIDER_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-    // llama.cpp's `llama-server --port 8081`: its own default port (8080) is ours. The address excludes `/v1`.
-    LOCALDECIDER_UPSTREAM: z
-      .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
-      .default("http://127.0.0.1:8081"),
+    // Set: an OpenAI-compatible model server (e.g. llama.cpp's `llama-server --port 8081`), without `/v1`.
+    // Unset: the embedded engine runs LOCALDECIDER_MODEL in this process.
+    LOCALDECIDER_UPSTREAM: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
     LOCALDECIDER_UPSTREAM_MODEL: text("qwen2.5-1.5b-instruct"),
     LOCALDECIDER_UPSTREAM_API_KEY: text().optional(),
+    // Embedded engine: a GGUF path, an http(s) URL or hf:<user>/<repo>/<file>.gguf[#branch].
+    LOCALDECIDER_MODEL: text(DEFAULT_MODEL),
+    // Embedded engine: where downloaded models are kept (default: the per-user cache directory).
+    LOCALDECIDER_MODELS_DIR: text().optional(),
+    // Embedded engine: the download must have this SHA-256 (otherwise the one the hub states, if any).
+    LOCALDECIDER_MODEL_SHA256: z
+      .string()
+      .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hexadecimal digits")
+      .transform((s) => s.toLowerCase())
+      .optional(),
+    // Embedded engine: `auto` lets node-llama-cpp use CUDA, Vulkan or Metal when present; `cpu` never.
+    LOCALDECIDER_GPU: z.enum(["auto", "cpu"]).default("auto"),
+    // Embedded engine: tokens per sequence (one per MAX_INFLIGHT call): the longest prompt a call can have.
+    LOCALDECIDER_CONTEXT_SIZE: int(256, 1_048_576, 4096),
+    // Embedded engine: CPU threads; 0 lets node-llama-cpp use every math core.
+    LOCALDECIDER_THREADS: int(0, 1024, 0),
     LOCALDECIDER_API_KEY: text().optional(),
     /** Seconds one decision may take in all: queued calls, calls and retries (504 past it). */
     LOCALDECIDER_TIMEOUT: z.coerce.number().positive().max(86_400).default(180),
@@ -41,6 +57,21 @@ export const configSchema = z
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
   })
   .superRefine((config, ctx) => {
+    try {
+      parseModelSource(config.LOCALDECIDER_MODEL);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_MODEL"], message: (err as Error).message });
+    }
+    if (config.LOCALDECIDER_UPSTREAM === undefined) {
+      if (config.LOCALDECIDER_UPSTREAM_API_KEY !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["LOCALDECIDER_UPSTREAM_API_KEY"],
+          message: "is set but LOCALDECIDER_UPSTREAM is not (the embedded engine takes no key): set both, or neither",
+        });
+      }
+      return;
+    }
     // Credentials in the URL are sent as basic auth; with an API key as well, which one to send is a guess.
     // zod runs this even when a field failed; an invalid URL has its own message already.
     if (!URL.canParse(config.LOCALDECIDER_UPSTREAM)) return;

@@ -1,38 +1,25 @@
 import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
+import { createBackend } from "./backend";
 import { configSchema } from "./config";
 import { UpstreamLimiter } from "./limiter";
 import { PROMPT_VERSION } from "./prompt";
-import { upstreamAddress, upstreamAuthorization } from "./upstream/address";
-import { OpenAIUpstream } from "./upstream/openai-upstream";
-import { ModelListProbe } from "./upstream/readiness";
 import { SERVICE_VERSION } from "./version";
 
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
-  const address = upstreamAddress(config.LOCALDECIDER_UPSTREAM);
-  const { baseURL } = address;
-  const authorization = upstreamAuthorization(config.LOCALDECIDER_UPSTREAM_API_KEY, address.basicAuth);
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
+  const backend = createBackend(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE);
   const { app } = createApp({
-    upstream: new OpenAIUpstream({
-      baseURL,
-      model: config.LOCALDECIDER_UPSTREAM_MODEL,
-      authorization,
-      timeoutMs,
-    }),
-    probe: new ModelListProbe({
-      baseURL,
-      model: config.LOCALDECIDER_UPSTREAM_MODEL,
-      authorization,
-      timeoutMs: Math.min(timeoutMs, 10_000),
-    }),
+    upstream: backend.upstream,
+    probe: backend.probe,
+    describeBackend: () => backend.describe(),
     limiter,
     logger,
-    upstreamAddress: address.display,
-    upstreamModel: config.LOCALDECIDER_UPSTREAM_MODEL,
+    upstreamAddress: backend.display,
+    upstreamModel: backend.model,
     apiKey: config.LOCALDECIDER_API_KEY,
     limits: {
       questionsPerCall: config.LOCALDECIDER_QUESTIONS_PER_CALL,
@@ -47,7 +34,10 @@ async function main(): Promise<void> {
     host: config.LOCALDECIDER_HOST,
     port: config.LOCALDECIDER_PORT,
     logger,
-    onClose: () => limiter.stop(),
+    onClose: async () => {
+      limiter.stop();
+      await backend.close();
+    },
     // In-flight decisions may legitimately take up to one upstream timeout.
     drainTimeoutMs: timeoutMs,
   });
@@ -56,12 +46,14 @@ async function main(): Promise<void> {
   logger.info("decider listening", {
     host: config.LOCALDECIDER_HOST,
     port: running.port,
-    upstream: address.display,
-    upstreamModel: config.LOCALDECIDER_UPSTREAM_MODEL,
+    upstream: backend.display,
+    upstreamModel: backend.model,
     version: SERVICE_VERSION,
     promptVersion: PROMPT_VERSION,
     auth: config.LOCALDECIDER_API_KEY !== undefined,
   });
+  // After listening: /ready answers (503, with the state) while the model downloads and loads.
+  backend.start();
 }
 
 main().catch((err: unknown) => {

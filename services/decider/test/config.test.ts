@@ -12,8 +12,11 @@ describe("configSchema", () => {
     expect(loadConfig(configSchema, {})).toStrictEqual({
       LOCALDECIDER_HOST: "127.0.0.1",
       LOCALDECIDER_PORT: 8080,
-      LOCALDECIDER_UPSTREAM: "http://127.0.0.1:8081",
       LOCALDECIDER_UPSTREAM_MODEL: "qwen2.5-1.5b-instruct",
+      LOCALDECIDER_MODEL: "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+      LOCALDECIDER_GPU: "auto",
+      LOCALDECIDER_CONTEXT_SIZE: 4096,
+      LOCALDECIDER_THREADS: 0,
       LOCALDECIDER_TIMEOUT: 180,
       LOCALDECIDER_MAX_INFLIGHT: 2,
       LOCALDECIDER_MAX_QUEUE: 256,
@@ -34,6 +37,12 @@ describe("configSchema", () => {
       "LOCALDECIDER_UPSTREAM",
       "LOCALDECIDER_UPSTREAM_MODEL",
       "LOCALDECIDER_UPSTREAM_API_KEY",
+      "LOCALDECIDER_MODEL",
+      "LOCALDECIDER_MODELS_DIR",
+      "LOCALDECIDER_MODEL_SHA256",
+      "LOCALDECIDER_GPU",
+      "LOCALDECIDER_CONTEXT_SIZE",
+      "LOCALDECIDER_THREADS",
       "LOCALDECIDER_API_KEY",
       "LOCALDECIDER_TIMEOUT",
       "LOCALDECIDER_MAX_INFLIGHT",
@@ -90,7 +99,26 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["ftp://model:21", "must be an http:// or https:// URL"],
     ],
     LOCALDECIDER_UPSTREAM_MODEL: [],
-    LOCALDECIDER_UPSTREAM_API_KEY: [],
+    // Alone it has nothing to go to: the embedded engine takes no key.
+    LOCALDECIDER_UPSTREAM_API_KEY: [
+      ["secret", "is set but LOCALDECIDER_UPSTREAM is not (the embedded engine takes no key): set both, or neither"],
+    ],
+    LOCALDECIDER_MODEL: [
+      [
+        "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF:Q4_K_M",
+        '"hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF:Q4_K_M" is not an hf: URI of one file: write hf:<user>/<repo>/<file>.gguf (optionally #<branch>)',
+      ],
+      ["s3://models/tiny.gguf", '"s3://models/tiny.gguf": only a file path, an http(s) URL or an hf: URI can be loaded'],
+      ["https://models.example/", '"https://models.example/" names no file'],
+    ],
+    LOCALDECIDER_MODELS_DIR: [],
+    LOCALDECIDER_MODEL_SHA256: [["abc123", "must be 64 hexadecimal digits"]],
+    LOCALDECIDER_GPU: [["cuda", 'Invalid option: expected one of "auto"|"cpu"']],
+    LOCALDECIDER_CONTEXT_SIZE: [
+      ["100", "Too small: expected number to be >=256"],
+      ["lots", "Invalid input: expected number, received NaN"],
+    ],
+    LOCALDECIDER_THREADS: [["-1", "Too small: expected number to be >=0"]],
     LOCALDECIDER_API_KEY: [],
     LOCALDECIDER_TIMEOUT: [
       ["0", "Too small: expected number to be >0"],

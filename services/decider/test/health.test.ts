@@ -94,7 +94,7 @@ describe("GET /v1/models", () => {
     await h.close();
   });
 
-  it("lists our model and the TypeSafe aliases it serves, naming the upstream model", async () => {
+  it("lists our model and the TypeSafe aliases it serves, naming the model server and its model", async () => {
     h = await harness();
     const res = await request(h.app).get("/v1/models");
     expect(res.status).toBe(200);
@@ -113,6 +113,7 @@ describe("GET /v1/models", () => {
           release_date: "2026-11-22",
         },
       ],
+      backend: { kind: "server", address: h.upstream, model: "test-model" },
     });
   });
 });

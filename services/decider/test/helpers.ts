@@ -1,5 +1,6 @@
 import { createLogger, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
+import type { Backend } from "../src/backend";
 import type { Decider } from "../src/decide/decider";
 import { UpstreamLimiter } from "../src/limiter";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
@@ -79,25 +80,42 @@ export function deciderFor(
 ): DeciderUnderTest {
   const model = options.upstreamModel ?? "test-model";
   const timeoutSeconds = options.timeoutSeconds ?? 30;
-  const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 256);
-  const observer = new RecordingObserver();
-  const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
   const address = upstreamAddress(upstream);
   const { baseURL } = address;
   const authorization = upstreamAuthorization(options.upstreamApiKey, address.basicAuth);
   const adapter = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs: timeoutSeconds * 1000 });
+  return deciderOver(
+    {
+      upstream: options.wrapUpstream?.(adapter) ?? adapter,
+      probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 }),
+      display: address.display,
+      model,
+    },
+    options,
+  );
+}
+
+/** The real app in front of any upstream adapter (a model server's, or the embedded engine). */
+export function deciderOver(
+  backend: Pick<Backend, "upstream" | "probe" | "display" | "model"> & { describe?: Backend["describe"] },
+  options: HarnessOptions = {},
+): DeciderUnderTest {
+  const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 256);
+  const observer = new RecordingObserver();
+  const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
   const { app, decider } = createApp({
-    upstream: options.wrapUpstream?.(adapter) ?? adapter,
-    probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 }),
+    upstream: backend.upstream,
+    probe: backend.probe,
+    ...(backend.describe === undefined ? {} : { describeBackend: backend.describe }),
     limiter,
     logger,
     observer,
-    upstreamAddress: address.display,
-    upstreamModel: model,
+    upstreamAddress: backend.display,
+    upstreamModel: backend.model,
     apiKey: options.apiKey,
     limits: { questionsPerCall: options.questionsPerCall ?? 16, outcomesPerCall: options.outcomesPerCall ?? 128 },
     malformedRetries: options.malformedRetries ?? 2,
-    timeoutSeconds,
+    timeoutSeconds: options.timeoutSeconds ?? 30,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
     bodyLimit: options.bodyLimit ?? "1mb",
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
@@ -137,3 +155,15 @@ export async function waitFor(condition: () => boolean, what = "condition"): Pro
 }
 
 export const sum = (values: Iterable<number>) => [...values].reduce((a, b) => a + b, 0);
+
+/** A logger at `level` whose every line is kept (its console transport silenced). */
+export function capturingLogger(level: "info" | "silly" = "silly"): {
+  logger: Logger;
+  lines: { level: string; message: string; [key: string]: unknown }[];
+} {
+  const lines: { level: string; message: string }[] = [];
+  const logger = createLogger({ service: "decider-test", level });
+  for (const t of logger.transports) t.silent = true;
+  logger.on("data", (info: { level: string; message: string }) => lines.push(info));
+  return { logger, lines };
+}

@@ -1,22 +1,13 @@
-import { ConfigError, createLogger, type Logger, loadConfig } from "@localdecider/service-kit";
+import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { configSchema } from "../src/config";
 import { FakeUpstream } from "./fake-upstream/server";
-import { deciderFor } from "./helpers";
+import { capturingLogger, deciderFor } from "./helpers";
 
 const PASSWORD = "p@ss-w0rd-secret";
 const UPSTREAM_KEY = "upstream-key-secret";
 const CLIENT_KEY = "client-key-secret";
 const SECRETS = [PASSWORD, encodeURIComponent(PASSWORD), UPSTREAM_KEY, CLIENT_KEY];
-
-/** A logger at the most verbose level whose every line (as JSON) is kept. */
-function capturingLogger(): { logger: Logger; lines: string[] } {
-  const lines: string[] = [];
-  const logger = createLogger({ service: "secrets-test", level: "silly" });
-  for (const t of logger.transports) t.silent = true;
-  logger.on("data", (info: unknown) => lines.push(JSON.stringify(info)));
-  return { logger, lines };
-}
 
 const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul" } } };
 
@@ -65,7 +56,7 @@ describe("secrets", () => {
   });
 
   it("no secret and no upstream detail reaches a client, and no secret any log line, whatever happens", async () => {
-    const { logger, lines } = capturingLogger();
+    const { logger, lines: infos } = capturingLogger("silly");
     const withCredentials = base.replace("http://", `http://decider:${encodeURIComponent(PASSWORD)}@`);
     const d = deciderFor(withCredentials, { logger, apiKey: CLIENT_KEY, malformedRetries: 0 });
     const keyed = deciderFor(base, { logger, upstreamApiKey: UPSTREAM_KEY });
@@ -104,6 +95,7 @@ describe("secrets", () => {
       expect(text).not.toContain(`:${port}/v1`);
       expect(text).not.toContain("ECONNREFUSED");
     }
+    const lines = infos.map((info) => JSON.stringify(info));
     for (const line of lines) for (const secret of SECRETS) expect(line).not.toContain(secret);
     expect(lines.some((l) => l.includes("internal error"))).toBe(true);
     expect(lines.some((l) => l.includes("ECONNREFUSED"))).toBe(true);

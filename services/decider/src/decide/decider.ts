@@ -10,7 +10,7 @@ import { type ProbeResult, type Upstream, UpstreamError } from "../upstream/type
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
 import { type ProbeRequest, probeOf } from "./probe";
-import { outcomeOfToken, readOut } from "./readout";
+import { outcomeOfToken, readOut, readScores } from "./readout";
 
 export interface DeciderOptions {
   upstream: Upstream;
@@ -92,7 +92,7 @@ export class Decider {
   /** The use case: check the model, plan, admit (or refuse whole), decide. */
   async answer(state: unknown, questions: Record<string, Question>, signal: AbortSignal): Promise<SystemOneResponse> {
     await this.options.gate.assertServed();
-    const plan = planRequest(questions, this.options.limits);
+    const plan = planRequest(questions, { ...this.options.limits, outcomesPerPart: this.options.upstream.outcomesPerPart });
     const reservation = this.admit(plan);
     return this.decide(state, plan, reservation, signal);
   }
@@ -239,7 +239,8 @@ export class Decider {
         return { part, distribution };
       }
       observer.upstreamCall(elapsed, "malformed");
-      reason = `the emitted token ${JSON.stringify(result.emitted?.token ?? null)} begins no single outcome`;
+      const emitted = result.scores === undefined ? (result.emitted?.token ?? null) : null;
+      reason = `the emitted token ${JSON.stringify(emitted)} begins no single outcome`;
       logger.warn("malformed model response", { attempt: attempt + 1, reason });
     }
     throw deciderError(
@@ -253,6 +254,7 @@ export class Decider {
    * when that is allowed (undefined when it begins no single outcome: a malformed answer).
    */
   private distribution(run: RequestRun, result: ProbeResult, probe: ProbeRequest, part: Part): number[] | undefined {
+    if (result.scores !== undefined) return readScores(result.scores);
     // readOut is undefined for an empty list: alternatives asked for and none sent count as no logprobs.
     const read = result.alternatives === null ? undefined : readOut(result.alternatives, probe.reading);
     if (read !== undefined) {

@@ -5,14 +5,24 @@ import { argmax } from "./math";
 export type OutcomeCode = boolean | number | string;
 
 /**
- * The most outcomes one probed answer may have: a server reports at most 20 alternatives per position
- * (`top_logprobs`; OpenAI's, vLLM's default and Ollama's limit), so a choice with more labels is split
- * into chunks of at most this many, and the chunks' leaders meet in a final round.
+ * The most outcomes one probed answer may have on a model server: it reports at most 20 alternatives per
+ * position (`top_logprobs`; OpenAI's, vLLM's default and Ollama's limit), so a choice with more labels is
+ * split into chunks of at most this many, and the chunks' leaders meet in a final round. An engine that
+ * scores every outcome exactly (the embedded one) has no such limit: see Limits.outcomesPerPart.
  */
 export const MAX_OUTCOMES_PER_PART = 20;
 
-/** Choice codes: single capital letters, each a single token in every tokenizer we know. */
-export const CHOICE_CODES = "ABCDEFGHIJKLMNOPQRST".split("");
+const LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/**
+ * The codes of a choice's options, all of one width so that no code is the prefix of another: single
+ * capital letters (each a single token in every tokenizer we know) up to 26 options, else two letters
+ * (AA, AB, ...), which an engine scores as the product of their tokens' probabilities.
+ */
+export function choiceCodes(count: number): string[] {
+  if (count <= LETTERS.length) return LETTERS.slice(0, count).split("");
+  return Array.from({ length: count }, (_, i) => `${LETTERS[Math.floor(i / 26)]}${LETTERS[i % 26]}`);
+}
 
 export interface PartOption {
   code: OutcomeCode;
@@ -36,9 +46,14 @@ export interface Limits {
   questionsPerCall: number;
   /** Outcomes rendered in one prompt. */
   outcomesPerCall: number;
+  /**
+   * Most outcomes one probe can tell apart: MAX_OUTCOMES_PER_PART (the default) on a model server, no
+   * limit on an engine that scores every outcome; a choice with more labels is split into chunks.
+   */
+  outcomesPerPart?: number;
 }
 
-export function partsOf(name: string, question: Question): Part[] {
+export function partsOf(name: string, question: Question, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
   const instructions = question.instructions ?? undefined;
   switch (question.type) {
     case "noul":
@@ -67,8 +82,8 @@ export function partsOf(name: string, question: Question): Part[] {
     case "choice": {
       const labels = Object.entries(question.criteria);
       const chunks: [string, Entry][][] = [];
-      for (let i = 0; i < labels.length; i += MAX_OUTCOMES_PER_PART) {
-        chunks.push(labels.slice(i, i + MAX_OUTCOMES_PER_PART));
+      for (let i = 0; i < labels.length; i += outcomesPerPart) {
+        chunks.push(labels.slice(i, i + outcomesPerPart));
       }
       return chunks.map((chunk, index) => ({
         question: name,
@@ -82,7 +97,8 @@ export function partsOf(name: string, question: Question): Part[] {
 }
 
 export function choiceOptions(labels: [string, Entry][]): PartOption[] {
-  return labels.map(([label, description], i) => ({ code: CHOICE_CODES[i] as string, label, description }));
+  const codes = choiceCodes(labels.length);
+  return labels.map(([label, description], i) => ({ code: codes[i] as string, label, description }));
 }
 
 /** Packs parts, in order, into prompts of at most `questionsPerCall` parts and `outcomesPerCall` outcomes. */
@@ -121,7 +137,7 @@ export interface Plan {
 }
 
 export function planRequest(questions: Record<string, Question>, limits: Limits): Plan {
-  const parts = Object.entries(questions).flatMap(([name, q]) => partsOf(name, q));
+  const parts = Object.entries(questions).flatMap(([name, q]) => partsOf(name, q, chunkSize(limits)));
   const splitChoices = parts.flatMap((part) =>
     part.round.kind === "chunk" && part.round.index === 0 ? [{ question: part.question, chunks: part.round.of }] : [],
   );
@@ -143,7 +159,7 @@ export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, n
     const q = plan.questions[question] as Extract<Question, { type: "choice" }>;
     const labels = Object.entries(q.criteria);
     const chunks = chunkDistributions.get(question) ?? [];
-    const leaders = chunks.map((dist, c) => labels[c * MAX_OUTCOMES_PER_PART + argmax(dist)] as [string, Entry]);
+    const leaders = chunks.map((dist, c) => labels[c * chunkSize(plan.limits) + argmax(dist)] as [string, Entry]);
     return {
       question,
       kind: "choice",
@@ -153,6 +169,10 @@ export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, n
     };
   });
   return packPrompts(finals, plan.limits);
+}
+
+function chunkSize(limits: Limits): number {
+  return limits.outcomesPerPart ?? MAX_OUTCOMES_PER_PART;
 }
 
 /** The key of the i-th part of a prompt in the model's JSON answer. */

@@ -14,7 +14,13 @@ export interface Reading {
 /** One upstream call: the prompt's shared messages, then an assistant message prefilled up to one value. */
 export interface ProbeRequest {
   messages: ChatMessage[];
+  /** How a server's reported alternatives are read (see readout.ts). */
   reading: Reading;
+  /**
+   * Each outcome's text right after the prefill, as the model would write it (` true`, `7`, `B`): what an
+   * engine that scores outcomes exactly scores. Codes are prefix-free (one width), so no closing text is needed.
+   */
+  continuations: string[];
 }
 
 /**
@@ -37,10 +43,16 @@ export function readingOf(part: Part): Reading {
   return { literals: part.options.map((o) => String(o.code)), whitespaceFirst: true };
 }
 
+/** The text of each outcome after the prefill: a boolean after its space; a digit or a letter code at once. */
+export function continuationsOf(part: Part): string[] {
+  return part.options.map((o) => (part.kind === "noul" ? ` ${String(o.code)}` : String(o.code)));
+}
+
 /** The probe of the `index`-th part of a prompt whose shared messages are `shared`. */
 export function probeOf(shared: ChatMessage[], part: Part, index: number): ProbeRequest {
   return {
     messages: [...shared, { role: "assistant", content: prefill(part, index) }],
     reading: readingOf(part),
+    continuations: continuationsOf(part),
   };
 }

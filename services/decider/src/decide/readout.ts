@@ -80,6 +80,16 @@ export function readOut(alternatives: readonly Alternative[], reading: Reading):
   return { distribution: logWeights.map((w) => inside01(Math.exp(w - total))), absent };
 }
 
+/**
+ * The distribution over the outcomes from each outcome's exact log-probability (an engine that scores
+ * every outcome): renormalised over the outcomes in log space, nothing estimated, nothing silent.
+ */
+export function readScores(scores: readonly number[]): number[] {
+  const total = logSumExp(scores);
+  if (!Number.isFinite(total)) return scores.map(() => 1 / scores.length);
+  return scores.map((s) => inside01(Math.exp(s - total)));
+}
+
 /** The largest double below 1. */
 const BELOW_ONE = 1 - 2 ** -53;
 

@@ -1,3 +1,4 @@
+import type { BackendInfo } from "@localdecider/contracts";
 import { jsonBody } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { bearerAuth } from "../auth";
@@ -13,6 +14,7 @@ export interface RouteDeps {
   apiKey: string | undefined;
   upstream: string;
   upstreamModel: string;
+  describeBackend: () => BackendInfo;
   bodyLimit: string | number;
 }
 
@@ -23,7 +25,7 @@ export function registerRoutes(app: Express, deps: RouteDeps): void {
   app.get("/health", health);
   app.get("/ready", ready(deps.gate, deps.upstream, deps.upstreamModel));
   app.use("/v1", bearerAuth(deps.apiKey));
-  app.get("/v1/models", listModels(deps.upstreamModel));
+  app.get("/v1/models", listModels(deps.upstreamModel, deps.describeBackend));
   // The body is parsed after the bearer check, so an unauthenticated client cannot make us read 1 MiB.
   app.post("/v1/systemone", jsonBody({ limit: deps.bodyLimit }), systemOne(deps.decider));
 }

@@ -1,10 +1,11 @@
-import type { ModelsResponse } from "@localdecider/contracts";
+import type { BackendInfo, ModelsResponse } from "@localdecider/contracts";
 import type { RequestHandler } from "express";
 import { modelCards } from "../models";
 
-export function listModels(upstreamModel: string): RequestHandler {
-  const body: ModelsResponse = { models: modelCards(upstreamModel) };
+/** The model cards (what the SDK reads), and what answers behind them (ours: the server, or the embedded model). */
+export function listModels(upstreamModel: string, describeBackend: () => BackendInfo): RequestHandler {
+  const models = modelCards(upstreamModel);
   return (_req, res) => {
-    res.json(body);
+    res.json({ models, backend: describeBackend() } satisfies ModelsResponse);
   };
 }

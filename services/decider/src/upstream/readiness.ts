@@ -21,6 +21,8 @@ export const MODEL_404 = "inference backend returned HTTP 404";
 
 export interface ReadinessProbe {
   check(): Promise<Readiness>;
+  /** How long the decision path may reuse an answer (default MODEL_CHECK_MAX_AGE_MS; 0 for a state in memory). */
+  readonly maxAgeMs?: number;
 }
 
 /**

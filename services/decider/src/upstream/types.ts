@@ -1,18 +1,41 @@
 import type { ProbeRequest } from "../decide/probe";
 import type { Alternative } from "../decide/readout";
 
-/** What one probe brought back. */
-export interface ProbeResult {
+/** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
+export interface ProbeUsage {
+  input: number;
+  output: number;
+}
+
+/** What a model server brought back for one probe: the top alternatives at the probed position. */
+export interface AlternativesResult {
   /** The alternatives reported at the probed position; null when the backend sent no logprobs. */
   alternatives: Alternative[] | null;
   /** The one token the backend emitted there (at temperature 0, its most likely), if it sent one. */
   emitted: Alternative | null;
-  /** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
-  usage: { input: number; output: number };
+  usage: ProbeUsage;
+  scores?: undefined;
 }
 
-/** What the decider needs from a model: the next-token alternatives after a prefilled answer. */
+/** What an engine that sees the whole distribution brought back: every outcome scored exactly. */
+export interface ScoredResult {
+  /**
+   * Natural-log probability of each of the probe's `continuations`, in order (a sum over its tokens), up to
+   * one constant common to all of them (renormalising over the outcomes cancels it).
+   */
+  scores: number[];
+  usage: ProbeUsage;
+}
+
+export type ProbeResult = AlternativesResult | ScoredResult;
+
+/** What the decider needs from a model: what follows a prefilled answer. */
 export interface Upstream {
+  /**
+   * Most outcomes one probe can tell apart (Limits.outcomesPerPart): a server's top-20 alternatives allow
+   * 20; an engine that scores each outcome has no limit. Unset means 20.
+   */
+  readonly outcomesPerPart?: number;
   probe(request: ProbeRequest, signal: AbortSignal): Promise<ProbeResult>;
 }
 

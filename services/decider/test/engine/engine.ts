@@ -1,4 +1,5 @@
-import type * as NodeLlamaCpp from "node-llama-cpp";
+import { evaluateAfter, type GenerateNext, logSoftmax, type Next } from "../../src/engine/evaluate";
+import { importNodeLlamaCpp, type NodeLlamaCpp } from "../../src/engine/node-llama-cpp";
 import { fromByteLevel } from "./byte-level";
 
 /**
@@ -38,16 +39,9 @@ export interface EngineOptions {
   reusePrefix?: boolean;
 }
 
-/**
- * node-llama-cpp is ESM only. Under Jest, swc turns `import()` into `require()`, which cannot load ESM, and
- * tsc keeps it; a Function body is compiled by neither, so this is a real dynamic import in both cases
- * (Jest also needs NODE_OPTIONS=--experimental-vm-modules for it; see the decider's `test` script).
- */
-const importEsm = new Function("specifier", "return import(specifier)") as (specifier: string) => Promise<unknown>;
-
 export async function openEngine(modelPath: string, options: EngineOptions = {}): Promise<TinyEngine> {
   const contextSize = options.contextSize ?? 4096;
-  const { getLlama, LlamaLogLevel } = (await importEsm("node-llama-cpp")) as typeof NodeLlamaCpp;
+  const { getLlama, LlamaLogLevel } = await importNodeLlamaCpp();
   // gpu: false and build: "never": the prebuilt CPU binary or nothing; never a build or a download.
   const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
   try {
@@ -61,13 +55,6 @@ export async function openEngine(modelPath: string, options: EngineOptions = {})
     await llama.dispose();
     throw error;
   }
-}
-
-type ControlledInput = Parameters<NodeLlamaCpp.LlamaContextSequence["controlledEvaluate"]>[0][number];
-type GenerateNext = NonNullable<Extract<ControlledInput, readonly unknown[]>[1]>["generateNext"];
-interface Next {
-  logits?: Map<NodeLlamaCpp.Token, number>;
-  totalLogitWeight?: number;
 }
 
 class LlamaEngine implements TinyEngine {
@@ -114,11 +101,9 @@ class LlamaEngine implements TinyEngine {
 
   nextLogprobs(tokens: number[]): Promise<Float64Array> {
     return this.serial(async () => {
-      const logits = await this.evaluate(tokens, { logits: true });
-      if (logits.logits === undefined || logits.logits.size !== this.vocabSize) {
-        throw new Error(`expected ${this.vocabSize} logits, got ${logits.logits?.size}`);
-      }
-      return logSoftmax(logits.logits, this.vocabSize);
+      const next = await this.evaluate(tokens, { logits: true });
+      if (next.logits === undefined) throw new Error("no logits returned");
+      return logSoftmax(next.logits, this.vocabSize);
     });
   }
 
@@ -147,67 +132,16 @@ class LlamaEngine implements TinyEngine {
 
   /** What the engine reports after `tokens`: the given `generateNext` outputs of the last position. */
   private async evaluate(tokens: number[], generateNext: GenerateNext): Promise<Next> {
-    if (tokens.length === 0) throw new Error("an evaluation needs at least one token");
     if (tokens.length > this.contextSize) {
       throw new Error(`${tokens.length} tokens do not fit the context of ${this.contextSize}`);
     }
-    // Keep the longest evaluated prefix, but evaluate at least the last two tokens again: logits are kept
-    // only for the latest batch, and a batch of one token takes other paths through ggml's CPU matmuls,
-    // which changes results by 1e-6..1e-4. No batch is a single token unless the whole input is (and then
-    // nothing of it is ever kept), so the result depends on `tokens` only, bit for bit, not on what was
-    // evaluated before.
-    const evaluated = this.reusePrefix ? this.sequence.contextTokens : [];
-    let keep = 0;
-    while (keep < tokens.length - 2 && keep < evaluated.length && evaluated[keep] === tokens[keep]) keep++;
-    if (keep === 1) keep = 0; // that one token may have been evaluated alone
-    if (keep < this.sequence.nextTokenIndex) {
-      await this.sequence.eraseContextTokenRanges([{ start: keep, end: this.sequence.nextTokenIndex }]);
-    }
-    const chunks = batches(tokens.slice(keep) as NodeLlamaCpp.Token[], this.sequence.context.batchSize);
-    const lastChunk = chunks.pop() ?? [];
-    for (const chunk of chunks) await this.sequence.controlledEvaluate(chunk);
-    const last = lastChunk.length - 1;
-    // Raw logits over the whole vocabulary: with no sampling options the sampler chain is greedy only,
-    // which picks a token without changing or dropping any candidate.
-    const results = await this.sequence.controlledEvaluate(
-      lastChunk.map((token, i) => (i === last ? [token, { generateNext }] : token)),
-    );
-    return results[last]?.next ?? {};
+    return (await evaluateAfter(this.sequence, tokens, generateNext, this.reusePrefix)).next;
   }
 
   async close(): Promise<void> {
     await this.queue;
     await this.llama.dispose(); // disposes the model, its context and the sequence too
   }
-}
-
-/**
- * Splits tokens into batches of at most `size` (one llama_decode each), none of a single token unless
- * there is only one token: a lone last token joins the batch before it.
- */
-function batches<T>(tokens: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < tokens.length; i += size) out.push(tokens.slice(i, i + size));
-  const tail = out[out.length - 1];
-  const before = out[out.length - 2];
-  if (tail?.length === 1 && before !== undefined) tail.unshift(before.pop() as T);
-  return out;
-}
-
-/** log p = logit - log(sum(exp(logit))), in float64 with the maximum subtracted first. */
-function logSoftmax(logits: Map<NodeLlamaCpp.Token, number>, vocabSize: number): Float64Array {
-  const out = new Float64Array(vocabSize);
-  let max = Number.NEGATIVE_INFINITY;
-  for (const [token, logit] of logits) {
-    out[token] = logit;
-    if (logit > max) max = logit;
-  }
-  const exp = Math.exp; // a local: global lookups are slow in Jest's vm context
-  let sum = 0;
-  for (let i = 0; i < vocabSize; i++) sum += exp((out[i] ?? 0) - max);
-  const logSum = max + Math.log(sum);
-  for (let i = 0; i < vocabSize; i++) out[i] = (out[i] ?? 0) - logSum;
-  return out;
 }
 
 /**

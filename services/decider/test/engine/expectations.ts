@@ -78,10 +78,13 @@ export class RecordingUpstream implements Upstream {
   /** The token each probe's server emitted (greedy), by probe. */
   emitted = new Map<ProbeRequest, string | undefined>();
   constructor(private readonly inner: Upstream) {}
+  get outcomesPerPart(): number | undefined {
+    return this.inner.outcomesPerPart;
+  }
   async probe(req: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
     this.probes.push(req);
     const result = await this.inner.probe(req, signal);
-    this.emitted.set(req, result.emitted?.token);
+    this.emitted.set(req, result.scores === undefined ? result.emitted?.token : undefined);
     return result;
   }
 }

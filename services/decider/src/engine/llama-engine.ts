@@ -1,0 +1,201 @@
+import path from "node:path";
+import type { ChatMessage } from "../prompt";
+import { evaluateAfter, logNormaliser } from "./evaluate";
+import { importNodeLlamaCpp, type NodeLlamaCpp } from "./node-llama-cpp";
+import { SequencePool, sharedPrefix } from "./sequence-pool";
+
+export interface EngineOptions {
+  modelPath: string;
+  /** LOCALDECIDER_GPU: `auto` lets node-llama-cpp pick CUDA, Vulkan or Metal when present; `cpu` never. */
+  gpu: "auto" | "cpu";
+  /** Sequences of the one context: LOCALDECIDER_MAX_INFLIGHT, so every admitted call has one. */
+  sequences: number;
+  /** Tokens each sequence holds (LOCALDECIDER_CONTEXT_SIZE): the longest prompt one call can have. */
+  contextSize: number;
+  /** CPU threads for evaluation; 0 is node-llama-cpp's default (every math core). */
+  threads: number;
+}
+
+/** What GET /v1/models and the start-up log say of the loaded model. */
+export interface EngineInfo {
+  /** The GGUF file's name. */
+  file: string;
+  architecture: string | undefined;
+  /** The weights' type as llama.cpp names it, e.g. `Q4_K_M` or `F16`. */
+  quantization: string;
+  sizeBytes: number;
+  /** Tokens per sequence, as created (llama.cpp may round up). */
+  contextSize: number;
+  sequences: number;
+  trainContextSize: number;
+  /** What evaluates: `cpu`, or the GPU backend node-llama-cpp chose (`cuda`, `vulkan`, `metal`). */
+  backend: string;
+}
+
+/** Token ids of one outcome after the part of the prompt all outcomes share, and where its score goes. */
+interface Pending {
+  index: number;
+  tail: number[];
+}
+
+/**
+ * A GGUF model run in-process by node-llama-cpp, reduced to what the decider asks of a model: the exact
+ * probability of each outcome's text after a prefilled answer. The prompt is rendered with the model's own
+ * chat template (as llama-server does), so an answer means the same here and behind a server.
+ */
+export class LlamaEngine {
+  private readonly pool: SequencePool<NodeLlamaCpp.LlamaContextSequence>;
+
+  private constructor(
+    private readonly lib: typeof NodeLlamaCpp,
+    private readonly llama: NodeLlamaCpp.Llama,
+    private readonly model: NodeLlamaCpp.LlamaModel,
+    private readonly chatWrapper: NodeLlamaCpp.ChatWrapper,
+    context: NodeLlamaCpp.LlamaContext,
+    readonly info: EngineInfo,
+  ) {
+    this.pool = new SequencePool(Array.from({ length: context.totalSequences }, () => context.getSequence()));
+  }
+
+  static async open(options: EngineOptions): Promise<LlamaEngine> {
+    const lib = await importNodeLlamaCpp();
+    // build: "never": a prebuilt binary from npm or nothing; never a source build or a download.
+    const llama = await lib.getLlama({
+      gpu: options.gpu === "cpu" ? false : "auto",
+      build: "never",
+      logLevel: lib.LlamaLogLevel.error,
+      progressLogs: false,
+    });
+    try {
+      const model = await llama.loadModel({ modelPath: options.modelPath });
+      // No flash attention: its CPU kernel takes other paths for other batch shapes, so the same tokens in
+      // other batches differ by up to 0.02 in a logprob; answers must not depend on what ran beside them.
+      const context = await model.createContext({
+        contextSize: options.contextSize,
+        sequences: options.sequences,
+        flashAttention: false,
+        ...(options.threads > 0 ? { threads: options.threads } : {}),
+      });
+      const fileType = model.fileInfo.metadata.general.file_type;
+      const info: EngineInfo = {
+        file: path.basename(options.modelPath),
+        architecture: model.fileInfo.metadata.general.architecture,
+        quantization:
+          fileType === undefined ? "unknown" : String(lib.GgufFileType[fileType] ?? fileType).replace(/^MOSTLY_/, ""),
+        sizeBytes: model.size,
+        contextSize: context.contextSize,
+        sequences: context.totalSequences,
+        trainContextSize: model.trainContextSize,
+        backend: llama.gpu === false ? "cpu" : llama.gpu,
+      };
+      return new LlamaEngine(lib, llama, model, chatWrapperOf(lib, model), context, info);
+    } catch (error) {
+      await llama.dispose();
+      throw error;
+    }
+  }
+
+  /** Sequences lent now, the most lent at once since start, and how many calls had to wait for one. */
+  get sequencesBusy(): { now: number; peak: number; waits: number } {
+    return { now: this.pool.busy, peak: this.pool.peak, waits: this.pool.waits };
+  }
+
+  /** The tokens the model evaluates for these messages, the last one an open (prefilled) assistant message. */
+  tokenize(messages: readonly ChatMessage[], continuation = ""): number[] {
+    const history: NodeLlamaCpp.ChatHistoryItem[] = messages.map((m) =>
+      m.role === "assistant" ? { type: "model", response: [m.content] } : { type: m.role, text: m.content },
+    );
+    const { contextText } = this.chatWrapper.generateContextState({ chatHistory: history });
+    const tokens = [...this.lib.LlamaText([contextText, continuation]).tokenize(this.model.tokenizer)];
+    const bos = this.model.tokens.bos;
+    // As llama-server tokenizes: BOS first when the model asks for one and the template did not write it.
+    if (this.model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos) tokens.unshift(bos);
+    return tokens;
+  }
+
+  /**
+   * The natural-log probability of each continuation after the messages: the sum of its tokens' log
+   * probabilities, each from the full distribution at its position. The outcomes' shared prefix is
+   * evaluated once, and each further position once for all outcomes that pass through it. At the first
+   * position the normaliser is left out (it is common to every outcome, so renormalising over them cancels
+   * it); past it, each position's normaliser is summed in float64 over the whole vocabulary.
+   */
+  async score(
+    messages: readonly ChatMessage[],
+    continuations: readonly string[],
+    signal: AbortSignal,
+  ): Promise<{ scores: number[]; evaluated: number }> {
+    const full = continuations.map((c) => this.tokenize(messages, c));
+    const shortest = Math.min(...full.map((t) => t.length));
+    let shared = full[0]?.length ?? 0;
+    for (const tokens of full) shared = Math.min(shared, sharedPrefix(full[0] as number[], tokens));
+    shared = Math.min(shared, shortest - 1);
+    const prefix = (full[0] as number[]).slice(0, shared);
+    const pending: Pending[] = full.map((tokens, index) => ({ index, tail: tokens.slice(shared) }));
+    const scores = continuations.map(() => 0);
+    const sequence = await this.pool.acquire(prefix);
+    try {
+      const evaluated = await this.scoreAt(sequence, prefix, pending, scores, signal, true);
+      return { scores, evaluated };
+    } finally {
+      this.pool.release(sequence);
+    }
+  }
+
+  /** Adds, for every pending outcome, its next token's log probability after `context`, then goes deeper. */
+  private async scoreAt(
+    sequence: NodeLlamaCpp.LlamaContextSequence,
+    context: number[],
+    pending: Pending[],
+    scores: number[],
+    signal: AbortSignal,
+    first: boolean,
+  ): Promise<number> {
+    signal.throwIfAborted();
+    const nextTokens = [...new Set(pending.map((p) => p.tail[0] as number))];
+    const { next, evaluated } = await evaluateAfter(
+      sequence,
+      context,
+      first
+        ? { logits: { filter: { tokens: nextTokens as NodeLlamaCpp.Token[], includeMax: true } } }
+        : { logits: true },
+    );
+    const logits = next.logits;
+    if (logits === undefined) throw new Error("the engine returned no logits");
+    const normaliser = first ? 0 : logNormaliser(logits);
+    let total = evaluated;
+    for (const token of nextTokens) {
+      const logit = logits.get(token as NodeLlamaCpp.Token);
+      if (logit === undefined) throw new Error(`the engine returned no logit for token ${token}`);
+      const deeper: Pending[] = [];
+      for (const p of pending) {
+        if (p.tail[0] !== token) continue;
+        scores[p.index] = (scores[p.index] as number) + logit - normaliser;
+        if (p.tail.length > 1) deeper.push({ index: p.index, tail: p.tail.slice(1) });
+      }
+      if (deeper.length > 0) total += await this.scoreAt(sequence, [...context, token], deeper, scores, signal, false);
+    }
+    return total;
+  }
+
+  async close(): Promise<void> {
+    await this.llama.dispose(); // disposes the model, its context and its sequences too
+  }
+}
+
+/**
+ * The model's own chat template (GGUF `tokenizer.chat_template`, run as Jinja, as llama-server runs it),
+ * else node-llama-cpp's best guess for the model. node-llama-cpp's specialised wrappers may write a BOS
+ * token the model does not ask for; the Jinja template writes exactly what the server would.
+ */
+function chatWrapperOf(lib: typeof NodeLlamaCpp, model: NodeLlamaCpp.LlamaModel): NodeLlamaCpp.ChatWrapper {
+  const template = model.fileInfo.metadata.tokenizer.chat_template;
+  if (template !== undefined && template !== "") {
+    try {
+      return new lib.JinjaTemplateChatWrapper({ template, tokenizer: model.tokenizer });
+    } catch {
+      // A template node-llama-cpp's Jinja cannot run: fall back to its resolver.
+    }
+  }
+  return lib.resolveChatWrapper(model) ?? new lib.GeneralChatWrapper();
+}

@@ -1,0 +1,181 @@
+import os from "node:os";
+import path from "node:path";
+import type { Question } from "@localdecider/contracts";
+import { serve } from "@localdecider/service-kit";
+import request from "supertest";
+import { embeddedBackend } from "../../src/backend";
+import type { ProbeRequest } from "../../src/decide/probe";
+import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
+import type { ProbeResult, Upstream } from "../../src/upstream/types";
+import { ANSWER_MODEL } from "../engine/answer-model";
+import { openEngine, type TinyEngine } from "../engine/engine";
+import { renderChatML } from "../engine/engine-upstream";
+import { chooser, probedName, QUESTIONS, RecordingUpstream, STATE } from "../engine/expectations";
+import { tinyModelPath } from "../engine/tiny-model";
+import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "../helpers";
+import { distributionOf, exactDistribution } from "./exact";
+
+/**
+ * The embedded engine (node-llama-cpp in this process, no model server) behind the real app, over the
+ * tiny GGUF the tests write. The expected answers come from the engine's own full distribution, computed
+ * independently (exact.ts).
+ */
+
+// Loading a model and reading the whole vocabulary's distribution take seconds.
+jest.setTimeout(120_000);
+
+const SAME = 1e-6;
+const CONTEXT = 8192;
+
+describe("the embedded engine", () => {
+  let engine: TinyEngine;
+  let embedded: EmbeddedUpstream;
+  let recorder: RecordingUpstream;
+  let d: DeciderUnderTest;
+  const modelFile = tinyModelPath(ANSWER_MODEL);
+
+  beforeAll(async () => {
+    // A 255-label choice is one prompt of ~4,000 tokens here: more than the tiny model's trained 4,096 with the state.
+    engine = await openEngine(modelFile, { contextSize: CONTEXT });
+    embedded = new EmbeddedUpstream({
+      source: { kind: "file", path: modelFile },
+      modelsDir: path.join(os.tmpdir(), "unused"),
+      sha256: undefined,
+      engine: { gpu: "cpu", sequences: 2, contextSize: CONTEXT, threads: 1 },
+      logger: capturingLogger().logger,
+    });
+    await embedded.start();
+    const backend = embeddedBackend(embedded, modelFile);
+    d = deciderOver({ ...backend, upstream: (recorder = new RecordingUpstream(embedded)) }, { maxInflight: 2 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await d?.close();
+    await embedded?.close();
+    await engine?.close();
+  });
+
+  beforeEach(() => {
+    recorder.probes = [];
+  });
+
+  const decide = (app: DeciderUnderTest["app"], questions: Record<string, Question>) =>
+    request(app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
+
+  /** Every probe of the last request against the engine's exact distribution for it. */
+  async function expectExact(questions: Record<string, Question>, answers: Record<string, Record<string, unknown>>) {
+    for (const probe of recorder.probes) {
+      const name = probedName(probe);
+      const question = questions[name] as Question;
+      const got = distributionOf(question, answers[name] as Record<string, unknown>);
+      const want = await exactDistribution(engine, probe);
+      expect(got).toHaveLength(want.length);
+      for (const [i, p] of want.entries()) expect(Math.abs((got[i] as number) - p)).toBeLessThan(SAME);
+    }
+  }
+
+  it("renders the prompt with the model's own template, token for token as llama-server does", () => {
+    const probe = { messages: [{ role: "system" as const, content: "S" }, { role: "user" as const, content: "U" }] };
+    const messages = [...probe.messages, { role: "assistant" as const, content: '{"q1":' }];
+    const ready = embedded.current;
+    if (ready.phase !== "ready") throw new Error("not loaded");
+    expect(ready.engine.tokenize(messages, " true")).toStrictEqual(engine.tokenize(`${renderChatML(messages)} true`));
+  });
+
+  it("answers every question type with the engine's exact distribution over the outcomes, within 1e-6", async () => {
+    const res = await decide(d.app, QUESTIONS);
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body.answers).sort()).toStrictEqual(Object.keys(QUESTIONS).sort());
+    // One probe per question: no chunks, no final rounds.
+    expect(recorder.probes).toHaveLength(Object.keys(QUESTIONS).length);
+    await expectExact(QUESTIONS, res.body.answers);
+  });
+
+  it("answers a 255-label choice in one probe, two-letter codes scored as the product of their tokens' probabilities", async () => {
+    const labels = Array.from({ length: 255 }, (_, i) => `label-${i}`);
+    const questions = { big: chooser(labels) };
+    const res = await decide(d.app, questions);
+    expect(res.body.error).toBeUndefined();
+    expect(res.status).toBe(200);
+    expect(recorder.probes).toHaveLength(1);
+    expect((recorder.probes[0] as ProbeRequest).continuations.slice(0, 3)).toStrictEqual(["AA", "AB", "AC"]);
+    const probabilities = Object.values(res.body.answers.big.probabilities as Record<string, number>);
+    expect(probabilities).toHaveLength(255);
+    await expectExact(questions, res.body.answers);
+  });
+
+  it("runs at most MAX_INFLIGHT calls at once, one per sequence, and evaluates the shared prompt once per sequence", async () => {
+    const questions = Object.fromEntries(
+      Array.from({ length: 16 }, (_, i) => [`q${i}`, { type: "noul", instructions: `Is ${i} odd?` } as Question]),
+    );
+    const res = await decide(d.app, questions);
+    expect(res.status).toBe(200);
+    const busy = embedded.sequencesBusy;
+    // The limiter admits 2 calls at once and the context has 2 sequences: both were used, no call waited.
+    expect(busy).toMatchObject({ now: 0, peak: 2, waits: 0 });
+    // 16 probes of one prompt: each sequence evaluates the prompt once, then a few tokens per probe.
+    const promptTokens = engine.tokenize(renderChatML((recorder.probes[0] as ProbeRequest).messages)).length;
+    expect(res.body.usage.input_tokens).toBeLessThan(2 * promptTokens + 16 * 20);
+  });
+
+  it("stops a request's remaining calls when its client disconnects", async () => {
+    const client = new AbortController();
+    let started = 0;
+    let finished = 0;
+    const cancelling: Upstream = {
+      outcomesPerPart: embedded.outcomesPerPart,
+      async probe(probe: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
+        started += 1;
+        try {
+          return await embedded.probe(probe, signal);
+        } finally {
+          finished += 1;
+          if (finished === 1) client.abort();
+        }
+      },
+    };
+    const d2 = deciderOver({ ...embeddedBackend(embedded, modelFile), upstream: cancelling }, { maxInflight: 2 });
+    const running = await serve(d2.app, { host: "127.0.0.1", port: 0, logger: d2.logger, drainTimeoutMs: 1000 });
+    try {
+      const questions = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" } as Question]));
+      const sent = await fetch(`http://127.0.0.1:${running.port}/v1/systemone`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "localdecider", state: STATE, questions }),
+        signal: client.signal,
+      }).catch((err: unknown) => err);
+      expect(String(sent)).toContain("AbortError");
+      await waitFor(() => started === finished && embedded.sequencesBusy?.now === 0, "the calls to settle");
+      expect(started).toBeLessThan(40);
+    } finally {
+      await running.close();
+      await d2.close();
+    }
+  });
+
+  it("describes the loaded model at GET /v1/models", async () => {
+    const res = await request(d.app).get("/v1/models");
+    expect(res.status).toBe(200);
+    expect(res.body.backend).toStrictEqual({
+      kind: "embedded",
+      source: modelFile,
+      state: "ready",
+      gpu: "cpu",
+      model: {
+        file: path.basename(modelFile),
+        architecture: "qwen2",
+        quantization: "F16",
+        size_bytes: expect.any(Number),
+        context_size: CONTEXT,
+        sequences: 2,
+        train_context_size: 4096,
+      },
+    });
+    const ready = await request(d.app).get("/ready");
+    expect(ready.body).toStrictEqual({
+      status: "ready",
+      upstream: "embedded",
+      model: path.basename(modelFile, ".gguf"),
+    });
+  });
+});
