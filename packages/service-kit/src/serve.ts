@@ -49,9 +49,20 @@ export async function serve(app: Express, options: ServeOptions): Promise<Runnin
   return { server, port, close };
 }
 
-/** SIGTERM/SIGINT: stop accepting, finish in-flight requests, close resources, exit 0. */
+/**
+ * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close resources, exit 0. A second signal while
+ * draining exits at once (1). The handlers stay registered (`on`, not `once`): libraries built on
+ * signal-exit (node-llama-cpp loads one) re-raise a signal when they see no other listener left, which would
+ * kill the process in the middle of its drain.
+ */
 export function exitOnSignals(running: RunningServer, logger: Logger): void {
+  let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      logger.warn("second signal while shutting down: exiting now", { signal });
+      process.exit(1);
+    }
+    stopping = true;
     logger.info("shutting down", { signal });
     running.close().then(
       () => {
@@ -64,6 +75,6 @@ export function exitOnSignals(running: RunningServer, logger: Logger): void {
       },
     );
   };
-  process.once("SIGTERM", onSignal);
-  process.once("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
 }

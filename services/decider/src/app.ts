@@ -1,3 +1,4 @@
+import type { BackendInfo } from "@localdecider/contracts";
 import {
   accessLog,
   buildOpenApiDocument,
@@ -9,7 +10,6 @@ import {
   type OpenApiDocument,
   requestId,
 } from "@localdecider/service-kit";
-import type { BackendInfo } from "@localdecider/contracts";
 import express, { type Express, Router } from "express";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";

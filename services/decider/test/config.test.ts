@@ -108,7 +108,10 @@ describe("every variable refuses values that can never work, naming itself", () 
         "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF:Q4_K_M",
         '"hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF:Q4_K_M" is not an hf: URI of one file: write hf:<user>/<repo>/<file>.gguf (optionally #<branch>)',
       ],
-      ["s3://models/tiny.gguf", '"s3://models/tiny.gguf": only a file path, an http(s) URL or an hf: URI can be loaded'],
+      [
+        "s3://models/tiny.gguf",
+        '"s3://models/tiny.gguf": only a file path, an http(s) URL or an hf: URI can be loaded',
+      ],
       ["https://models.example/", '"https://models.example/" names no file'],
     ],
     LOCALDECIDER_MODELS_DIR: [],

@@ -92,7 +92,10 @@ export class Decider {
   /** The use case: check the model, plan, admit (or refuse whole), decide. */
   async answer(state: unknown, questions: Record<string, Question>, signal: AbortSignal): Promise<SystemOneResponse> {
     await this.options.gate.assertServed();
-    const plan = planRequest(questions, { ...this.options.limits, outcomesPerPart: this.options.upstream.outcomesPerPart });
+    const plan = planRequest(questions, {
+      ...this.options.limits,
+      outcomesPerPart: this.options.upstream.outcomesPerPart,
+    });
     const reservation = this.admit(plan);
     return this.decide(state, plan, reservation, signal);
   }

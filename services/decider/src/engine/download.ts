@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { once } from "node:events";
 import fs from "node:fs";
 import path from "node:path";
 import { Readable, Transform } from "node:stream";
@@ -142,11 +143,16 @@ async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
       callback(null, chunk);
     },
   });
-  await pipeline(
-    Readable.fromWeb(response.body as WebReadableStream<Uint8Array>, { signal: options.signal }),
-    counter,
-    out,
-  );
+  try {
+    await pipeline(
+      Readable.fromWeb(response.body as WebReadableStream<Uint8Array>, { signal: options.signal }),
+      counter,
+      out,
+    );
+  } finally {
+    // What is on disk when the file is closed is where the next attempt resumes: never measure it earlier.
+    if (!out.closed) await once(out, "close");
+  }
   if (total !== undefined && received < total) {
     throw new DownloadError(`the connection ended after ${received} of ${total} bytes`, false);
   }
@@ -170,7 +176,10 @@ async function follow(
     }
     const size = response.headers.get("x-linked-size");
     if (size !== null && /^\d+$/.test(size)) stated.size = Number(size);
-    const etag = response.headers.get("x-linked-etag")?.replace(/^(W\/)?"|"$/g, "").toLowerCase();
+    const etag = response.headers
+      .get("x-linked-etag")
+      ?.replace(/^(W\/)?"|"$/g, "")
+      .toLowerCase();
     if (etag !== undefined && SHA256.test(etag)) stated.sha256 = etag;
     const location = response.headers.get("location");
     if (response.status >= 300 && response.status < 400 && location !== null) {

@@ -151,7 +151,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
         return "loading model";
       case "failed":
         return s.message;
-      case "closed":
+      default:
         return "the embedded engine is shut down";
     }
   }

@@ -61,8 +61,10 @@ function cachePathOf(url: URL): string {
 /** The per-user cache directory for models: XDG on Linux, Library/Caches on macOS, LOCALAPPDATA on Windows. */
 export function defaultModelsDir(env: NodeJS.ProcessEnv = process.env, platform = process.platform): string {
   const home = os.homedir();
-  if (platform === "win32") return path.join(env.LOCALAPPDATA ?? path.join(home, "AppData", "Local"), "localdecider", "models");
+  if (platform === "win32")
+    return path.join(env.LOCALAPPDATA ?? path.join(home, "AppData", "Local"), "localdecider", "models");
   if (platform === "darwin") return path.join(home, "Library", "Caches", "localdecider", "models");
-  const cache = env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== "" ? env.XDG_CACHE_HOME : path.join(home, ".cache");
+  const cache =
+    env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== "" ? env.XDG_CACHE_HOME : path.join(home, ".cache");
   return path.join(cache, "localdecider", "models");
 }

@@ -46,7 +46,8 @@ describe("the embedded engine", () => {
     });
     await embedded.start();
     const backend = embeddedBackend(embedded, modelFile);
-    d = deciderOver({ ...backend, upstream: (recorder = new RecordingUpstream(embedded)) }, { maxInflight: 2 });
+    recorder = new RecordingUpstream(embedded);
+    d = deciderOver({ ...backend, upstream: recorder }, { maxInflight: 2 });
   }, 120_000);
 
   afterAll(async () => {
@@ -75,7 +76,12 @@ describe("the embedded engine", () => {
   }
 
   it("renders the prompt with the model's own template, token for token as llama-server does", () => {
-    const probe = { messages: [{ role: "system" as const, content: "S" }, { role: "user" as const, content: "U" }] };
+    const probe = {
+      messages: [
+        { role: "system" as const, content: "S" },
+        { role: "user" as const, content: "U" },
+      ],
+    };
     const messages = [...probe.messages, { role: "assistant" as const, content: '{"q1":' }];
     const ready = embedded.current;
     if (ready.phase !== "ready") throw new Error("not loaded");
@@ -137,7 +143,9 @@ describe("the embedded engine", () => {
     const d2 = deciderOver({ ...embeddedBackend(embedded, modelFile), upstream: cancelling }, { maxInflight: 2 });
     const running = await serve(d2.app, { host: "127.0.0.1", port: 0, logger: d2.logger, drainTimeoutMs: 1000 });
     try {
-      const questions = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" } as Question]));
+      const questions = Object.fromEntries(
+        Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" } as Question]),
+      );
       const sent = await fetch(`http://127.0.0.1:${running.port}/v1/systemone`, {
         method: "POST",
         headers: { "content-type": "application/json" },

@@ -33,7 +33,8 @@ export async function exactDistribution(engine: TinyEngine, probe: ProbeRequest)
   const logs: number[] = [];
   for (const tokens of full) {
     let total = 0;
-    for (let k = shared; k < tokens.length; k++) total += (await logprobsAfter(tokens.slice(0, k)))[tokens[k] as number] as number;
+    for (let k = shared; k < tokens.length; k++)
+      total += (await logprobsAfter(tokens.slice(0, k)))[tokens[k] as number] as number;
     logs.push(total);
   }
   const max = Math.max(...logs);

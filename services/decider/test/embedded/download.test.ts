@@ -1,0 +1,209 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import request from "supertest";
+import { embeddedBackend } from "../../src/backend";
+import { DownloadError, type DownloadProgress, downloadFile } from "../../src/engine/download";
+import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
+import { parseModelSource } from "../../src/engine/model-source";
+import { tinyModelPath } from "../engine/tiny-model";
+import { capturingLogger, deciderOver, waitFor } from "../helpers";
+import { ModelFileServer, readModel, sha256 } from "./model-server";
+
+/**
+ * The model download against a real HTTP server on loopback that serves the tiny GGUF the tests write:
+ * progress, resuming after a cut connection (within a run and across runs), a corrupt file refused, a
+ * missing one reported, and what /ready and decisions say meanwhile.
+ */
+
+jest.setTimeout(120_000);
+
+const model = readModel(tinyModelPath());
+const HASH = sha256(model);
+const fast = { attempts: 3, backoffMs: 10 };
+
+let server: ModelFileServer;
+let dir: string;
+beforeEach(async () => {
+  server = new ModelFileServer();
+  await server.start();
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), "decider-models-"));
+});
+afterEach(async () => {
+  await server.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe("downloadFile", () => {
+  it("downloads with progress up to the whole size, checks it and renames it into place", async () => {
+    server.serve("/m.gguf", { bytes: model });
+    const seen: DownloadProgress[] = [];
+    const dest = path.join(dir, "m.gguf");
+    await downloadFile({ url: `${server.url}/m.gguf`, dest, sha256: HASH, onProgress: (p) => seen.push(p), ...fast });
+    expect(sha256(fs.readFileSync(dest))).toBe(HASH);
+    expect(fs.readdirSync(dir)).toStrictEqual(["m.gguf"]);
+    expect(seen.length).toBeGreaterThan(1);
+    expect(seen.every((p) => p.total === model.length)).toBe(true);
+    expect(seen.map((p) => p.received)).toStrictEqual([...seen.map((p) => p.received)].sort((a, b) => a - b));
+    expect(seen[seen.length - 1]?.received).toBe(model.length);
+  });
+
+  it("resumes with a Range request where a cut connection stopped, sending each byte once", async () => {
+    const cut = 5_000_000;
+    server.serve("/m.gguf", { bytes: model, cutAfter: cut, cuts: 1 });
+    const dest = path.join(dir, "m.gguf");
+    await downloadFile({ url: `${server.url}/m.gguf`, dest, sha256: HASH, ...fast });
+    expect(sha256(fs.readFileSync(dest))).toBe(HASH);
+    const ranges = server.requests.map((r) => r.range);
+    expect(ranges[0]).toBeUndefined();
+    // The cut may fall anywhere in the last chunk the socket flushed; the retry asks for exactly what is on disk.
+    expect(ranges).toHaveLength(2);
+    const resumedAt = Number(/^bytes=(\d+)-$/.exec(ranges[1] ?? "")?.[1]);
+    expect(resumedAt).toBeGreaterThan(0);
+    expect(resumedAt).toBeLessThanOrEqual(cut);
+  });
+
+  it("resumes across runs: a run that gave up leaves its part, and the next one continues it", async () => {
+    server.serve("/m.gguf", { bytes: model, cutAfter: 3_000_000, cuts: 1 });
+    const dest = path.join(dir, "m.gguf");
+    const first = await downloadFile({ url: `${server.url}/m.gguf`, dest, attempts: 1 }).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(DownloadError);
+    expect(fs.existsSync(dest)).toBe(false);
+    const part = fs.statSync(`${dest}.part`).size;
+    expect(part).toBeGreaterThan(0);
+    await downloadFile({ url: `${server.url}/m.gguf`, dest, sha256: HASH, attempts: 1 });
+    expect(server.requests[1]?.range).toBe(`bytes=${part}-`);
+    expect(sha256(fs.readFileSync(dest))).toBe(HASH);
+  });
+
+  it("refuses a file whose SHA-256 is not the one the hub states, and deletes it", async () => {
+    const corrupt = Buffer.from(model);
+    corrupt[corrupt.length - 1] = (corrupt[corrupt.length - 1] as number) ^ 0xff;
+    server.serve("/m.gguf", { bytes: corrupt, linkedSha256: HASH });
+    const dest = path.join(dir, "m.gguf");
+    const err = await downloadFile({ url: `${server.url}/resolve/m.gguf`, dest, ...fast }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DownloadError);
+    expect((err as DownloadError).final).toBe(true);
+    expect((err as Error).message).toBe(
+      `the downloaded file failed its check (SHA-256 ${sha256(corrupt)}, expected ${HASH}); it was deleted`,
+    );
+    expect(fs.readdirSync(dir)).toStrictEqual([]);
+    // A final failure is not retried.
+    expect(server.requests.filter((r) => r.path === "/m.gguf")).toHaveLength(1);
+  });
+
+  it("refuses a file that is not GGUF", async () => {
+    server.serve("/m.gguf", { bytes: Buffer.from("<html>a login page</html>") });
+    const err = await downloadFile({ url: `${server.url}/m.gguf`, dest: path.join(dir, "m.gguf"), ...fast }).catch(
+      (e: unknown) => e,
+    );
+    expect((err as Error).message).toBe("the downloaded file failed its check (not a GGUF file); it was deleted");
+  });
+
+  it("gives up at once on a 404, naming the status", async () => {
+    const err = await downloadFile({
+      url: `${server.url}/missing.gguf`,
+      dest: path.join(dir, "x.gguf"),
+      ...fast,
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DownloadError);
+    expect((err as Error).message).toBe("HTTP 404 Not Found");
+    expect(server.requests).toHaveLength(1);
+  });
+});
+
+describe("the embedded engine while its model downloads", () => {
+  const embeddedFor = (uri: string, logger = capturingLogger("info").logger) =>
+    new EmbeddedUpstream({
+      source: parseModelSource(uri),
+      modelsDir: dir,
+      sha256: undefined,
+      engine: { gpu: "cpu", sequences: 1, contextSize: 1024, threads: 1 },
+      logger,
+      download: fast,
+      progressBar: false,
+    });
+
+  it("answers /ready and decisions 503 with the download's progress, then loads the model and answers 200", async () => {
+    server.serve("/tiny.gguf", { bytes: model, holdAfter: model.length / 4 });
+    const { logger, lines } = capturingLogger("info");
+    const embedded = embeddedFor(`${server.url}/resolve/tiny.gguf`, logger);
+    const d = deciderOver(embeddedBackend(embedded, `${dir}/tiny.gguf`));
+    try {
+      const started = embedded.start();
+      await waitFor(() => embedded.stateText === "downloading model (25 %)", "a quarter downloaded");
+      const ready = await request(d.app).get("/ready");
+      expect(ready.status).toBe(503);
+      expect(ready.body).toStrictEqual({ error: "downloading model (25 %)", code: "backend_not_ready" });
+      const decision = await request(d.app)
+        .post("/v1/systemone")
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+      expect(decision.status).toBe(503);
+      expect(decision.body).toStrictEqual({ error: "downloading model (25 %)", code: "model_unavailable" });
+      server.release();
+      await started;
+      expect((await request(d.app).get("/ready")).status).toBe(200);
+      const messages = lines.map((l) => l.message);
+      expect(messages).toEqual(
+        expect.arrayContaining(["downloading model", "model downloaded", "loading model", "model loaded"]),
+      );
+      const progress = lines.filter((l) => l.message === "downloading model" && l.percent !== undefined);
+      expect(progress.length).toBeGreaterThan(1);
+      expect(progress[0]).toMatchObject({ total: model.length, rate: expect.stringMatching(/\/s$/) });
+      // Downloaded where LOCALDECIDER_MODELS_DIR says, under the source's host and path.
+      expect(fs.existsSync(path.join(dir, new URL(server.url).host.replace(":", "_"), "resolve", "tiny.gguf"))).toBe(
+        true,
+      );
+    } finally {
+      await d.close();
+      await embedded.close();
+    }
+  });
+
+  it("a model that cannot be downloaded is a 503 naming the URI and the reason; the service lives on", async () => {
+    const uri = `${server.url}/missing.gguf`;
+    const { logger, lines } = capturingLogger("info");
+    const embedded = embeddedFor(uri, logger);
+    const d = deciderOver(embeddedBackend(embedded, "missing.gguf"));
+    try {
+      await embedded.start();
+      const text = `model download failed: ${uri}: HTTP 404 Not Found`;
+      expect((await request(d.app).get("/ready")).body).toStrictEqual({ error: text, code: "backend_not_ready" });
+      const decision = await request(d.app)
+        .post("/v1/systemone")
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+      expect(decision.body).toStrictEqual({ error: text, code: "model_unavailable" });
+      expect(lines.filter((l) => l.level === "error").map((l) => l.reason)).toStrictEqual([text]);
+      expect((await request(d.app).get("/health")).status).toBe(200);
+    } finally {
+      await d.close();
+      await embedded.close();
+    }
+  });
+});
+
+describe("parseModelSource", () => {
+  it("reads hf: URIs of one file into the hub's download URL, and keeps credentials out of what it shows", () => {
+    expect(parseModelSource("hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf")).toStrictEqual({
+      kind: "download",
+      uri: "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+      url: "https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/main/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+      cachePath: path.join(
+        "huggingface.co",
+        "Qwen",
+        "Qwen2.5-1.5B-Instruct-GGUF",
+        "resolve",
+        "main",
+        "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+      ),
+    });
+    expect(parseModelSource("hf:a/b/dir/m.gguf#v2")).toMatchObject({
+      url: "https://huggingface.co/a/b/resolve/v2/dir/m.gguf",
+    });
+    expect(parseModelSource("https://me:secret@host/m/../x.gguf")).toMatchObject({
+      uri: "https://host/x.gguf",
+      cachePath: path.join("host", "x.gguf"),
+    });
+    expect(parseModelSource("models/m.gguf", "/srv")).toStrictEqual({ kind: "file", path: "/srv/models/m.gguf" });
+  });
+});
