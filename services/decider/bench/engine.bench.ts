@@ -12,6 +12,7 @@ import { createInterface } from "node:readline";
 import { ANSWER_MODEL } from "../test/engine/answer-model";
 import { freePort, llamaServerBackend, stopProcess, waitUntilOk } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
+import { decisionBody, median } from "./workload";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 21);
 
@@ -20,22 +21,6 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 21);
  * running service is warm; 1-question requests are cheap, so they get the most.
  */
 const WARMUP: Record<number, number> = { 1: 200, 16: 20, 100: 3 };
-
-function questions(n: number): Record<string, unknown> {
-  return Object.fromEntries(
-    Array.from({ length: n }, (_, i) => {
-      const kind = i % 3;
-      if (kind === 0) return [`noul_${i}`, { type: "noul", instructions: `Is statement ${i} true of the diff?` }];
-      if (kind === 1) {
-        return [
-          `choice_${i}`,
-          { type: "choice", instructions: "Which area?", criteria: { api: "HTTP layer", db: "storage", docs: null } },
-        ];
-      }
-      return [`score_${i}`, { type: "score", instructions: "Risk?", criteria: ["none", "low", "medium", "high"] }];
-    }),
-  );
-}
 
 function union(intervals: [number, number][], from: number, to: number): number {
   const sorted = intervals
@@ -51,11 +36,6 @@ function union(intervals: [number, number][], from: number, to: number): number 
   }
   return total;
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-};
 
 function firstLine(child: ChildProcess): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -118,11 +98,7 @@ async function main(): Promise<void> {
     const rows: string[] = [];
     const e2eBySize = new Map<number, number>();
     for (const n of [1, 16, 100]) {
-      const body = JSON.stringify({
-        model: "localdecider",
-        state: { diff: "--- a/x\n+++ b/x\n-a\n+b\n" },
-        questions: questions(n),
-      });
+      const body = decisionBody(n);
       const e2e: number[] = [];
       const added: number[] = [];
       const upstreamMs: number[] = [];

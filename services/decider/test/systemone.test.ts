@@ -35,7 +35,7 @@ const body = {
 };
 
 const CONTEXT_TOO_LONG =
-  "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL)";
+  "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)";
 
 /** One question: a fault on its one call decides the whole request. */
 const one = { model: "localdecider", state: body.state, questions: { urgent: body.questions.urgent } };

@@ -52,7 +52,7 @@ export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): Ap
       ) {
         return deciderError(
           "context_too_long",
-          "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL)",
+          "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
         );
       }
       if (f.status === 429 || f.status === 503) {

@@ -161,6 +161,19 @@ describe("the embedded engine", () => {
     }
   });
 
+  it("answers 400 context_too_long for a prompt longer than a sequence's context, and stays usable", async () => {
+    const res = await request(d.app)
+      .post("/v1/systemone")
+      .send({ model: "localdecider", state: "word ".repeat(CONTEXT + 100), questions: { a: { type: "noul" } } });
+    expect(res.status).toBe(400);
+    expect(res.body).toStrictEqual({
+      error:
+        "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
+      code: "context_too_long",
+    });
+    expect((await decide(d.app, { a: { type: "noul" } })).status).toBe(200);
+  });
+
   it("describes the loaded model at GET /v1/models", async () => {
     const res = await request(d.app).get("/v1/models");
     expect(res.status).toBe(200);

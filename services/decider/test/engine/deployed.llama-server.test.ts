@@ -92,7 +92,7 @@ describe("a real llama-server as deployed", () => {
       expect(res.status).toBe(400);
       expect(res.body).toStrictEqual({
         error:
-          "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL)",
+          "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
         code: "context_too_long",
       });
     } finally {

@@ -1,0 +1,29 @@
+/** The requests both benchmarks send: n mixed questions (noul, a choice of 3, a score of 4), in turn. */
+export function questions(n: number): Record<string, unknown> {
+  return Object.fromEntries(
+    Array.from({ length: n }, (_, i) => {
+      const kind = i % 3;
+      if (kind === 0) return [`noul_${i}`, { type: "noul", instructions: `Is statement ${i} true of the diff?` }];
+      if (kind === 1) {
+        return [
+          `choice_${i}`,
+          { type: "choice", instructions: "Which area?", criteria: { api: "HTTP layer", db: "storage", docs: null } },
+        ];
+      }
+      return [`score_${i}`, { type: "score", instructions: "Risk?", criteria: ["none", "low", "medium", "high"] }];
+    }),
+  );
+}
+
+export function decisionBody(n: number): string {
+  return JSON.stringify({
+    model: "localdecider",
+    state: { diff: "--- a/x\n+++ b/x\n-a\n+b\n" },
+    questions: questions(n),
+  });
+}
+
+export const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+};
