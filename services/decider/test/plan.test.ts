@@ -33,6 +33,19 @@ describe("planRequest", () => {
     expect(plan.callCount).toBe(14);
   });
 
+  it("keeps a choice of any size whole for an engine that scores every outcome, with codes of one width", () => {
+    const limits = { questionsPerCall: 16, outcomesPerCall: 128, outcomesPerPart: Number.POSITIVE_INFINITY };
+    const plan = planRequest({ big: choice(255), small: choice(26) }, limits);
+    const [big, small] = plan.firstRound.flat();
+    expect(plan.callCount).toBe(2);
+    expect(plan.splitChoices).toStrictEqual([]);
+    expect(big?.round).toStrictEqual({ kind: "whole" });
+    const codes = big?.options.map((o) => o.code) as string[];
+    expect([codes.length, codes[0], codes[25], codes[26], codes[254]]).toStrictEqual([255, "AA", "AZ", "BA", "JU"]);
+    expect(new Set(codes).size).toBe(255);
+    expect(small?.options.map((o) => o.code).join("")).toBe("ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+  });
+
   it("owns the final round: one part among each chunk's most probable label", () => {
     const plan = planRequest({ big: choice(45), n: { type: "noul" } }, { questionsPerCall: 16, outcomesPerCall: 128 });
     const results: PartResult[] = plan.firstRound.flat().map((part) => ({
