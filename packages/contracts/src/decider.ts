@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { JsonValue } from "./json";
 
 /**
  * The decider's wire protocol: TypeSafe's hosted System One API (`POST /v1/systemone`, `GET /v1/models`),
@@ -6,7 +7,7 @@ import { z } from "zod";
  */
 
 /** Text, a JSON object or array, or null: state, instructions and every description. */
-export const Entry = z.union([z.string(), z.record(z.string(), z.json()), z.array(z.json()), z.null()]);
+export const Entry = z.union([z.string(), z.record(z.string(), JsonValue), z.array(JsonValue), z.null()]);
 export type Entry = z.infer<typeof Entry>;
 
 export const MAX_CHOICE_LABELS = 255;
@@ -15,13 +16,14 @@ export const MAX_CHOICE_LABELS = 255;
  * Refuses a `__proto__` key (question name or choice label): zod's records silently drop it (assigning
  * it would set the prototype), so its answer would be missing. Checked on the raw input, before zod.
  */
-function refuseProtoKey<S extends z.ZodType>(schema: S) {
+function refuseProtoKey<S extends z.ZodType>(schema: S): z.ZodType<z.output<S>, z.input<S>> {
+  // Typed as the schema it wraps: a preprocess step takes `unknown`, which would untype the clients' input.
   return z.preprocess((value, ctx) => {
     if (typeof value === "object" && value !== null && Object.hasOwn(value, "__proto__")) {
       ctx.addIssue({ code: "custom", path: ["__proto__"], message: '"__proto__" cannot be used as a name or label' });
     }
     return value;
-  }, schema);
+  }, schema) as unknown as z.ZodType<z.output<S>, z.input<S>>;
 }
 export const MIN_SCORE_LEVELS = 2;
 export const MAX_SCORE_LEVELS = 10;
@@ -63,8 +65,8 @@ export const SystemOneRequest = z
   .object({
     model: z.string().min(1),
     // Any JSON value, and required: zod lets an optional key be absent, so presence is checked below with
-    // its own message ("Invalid input" from z.json() alone says nothing).
-    state: z.json().optional(),
+    // its own message ("Invalid input" from JsonValue alone says nothing).
+    state: JsonValue.optional(),
     questions: refuseProtoKey(
       z
         .record(z.string(), Question)

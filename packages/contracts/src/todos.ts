@@ -43,6 +43,10 @@ export const UserId = z
 /** `:itemId`: the server generates UUIDs, so anything else cannot name an item. */
 export const ItemId = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 
+/** Path parameters of the per-user routes. */
+export const UserParams = z.object({ userId: UserId });
+export const ItemParams = z.object({ userId: UserId, itemId: ItemId });
+
 const Title = z
   .string({ error: (issue) => (issue.input === undefined ? "is required" : "must be a string") })
   .trim()

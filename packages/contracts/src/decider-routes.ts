@@ -1,41 +1,34 @@
-import {
-  DeciderErrorBody,
-  DeciderReadyResponse,
-  HealthResponse,
-  ModelsResponse,
-  SystemOneRequest,
-  SystemOneResponse,
-} from "@localdecider/contracts";
-import type { RouteDoc } from "@localdecider/service-kit";
+import { DeciderErrorBody, DeciderReadyResponse, ModelsResponse, SystemOneRequest, SystemOneResponse } from "./decider";
+import { HealthResponse } from "./health";
+import type { ResponseContract, RouteContracts } from "./route";
 
-const error = (description: string, headers?: RouteDoc["responses"][number]["headers"]) => ({
+const error = (description: string, headers?: ResponseContract["headers"]): ResponseContract => ({
   description,
   schema: DeciderErrorBody,
   ...(headers === undefined ? {} : { headers }),
 });
-const UNAUTHORIZED = error("Missing or wrong bearer (only when LOCALDECIDER_API_KEY is set)", {
-  "WWW-Authenticate": { description: 'Always `Bearer realm="localdecider"`' },
-});
-const OPEN: RouteDoc["security"] = [];
 
-/**
- * Every route of the service with its contracts schemas and responses per status, in the kit's RouteDoc
- * shape: `buildOpenApiDocument({ routes: ROUTE_DOCS, ... })` documents the service, and `path` is the
- * metrics route label. `registerRoutes` registers exactly these paths.
- */
-export const ROUTE_DOCS: RouteDoc[] = [
-  {
+/** What the bearer check adds to every `auth: "bearer"` route. */
+export const DECIDER_AUTH_RESPONSES = {
+  401: error("Missing or wrong bearer (only when LOCALDECIDER_API_KEY is set)", {
+    "WWW-Authenticate": { description: 'Always `Bearer realm="localdecider"`' },
+  }),
+} satisfies Record<number, ResponseContract>;
+
+/** Every endpoint of the decider. GET /metrics, /openapi.json and /docs are operational, not listed. */
+export const deciderRoutes = {
+  health: {
     method: "get",
     path: "/health",
     summary: "Liveness",
-    security: OPEN,
+    auth: "none",
     responses: { 200: { description: "The process answers", schema: HealthResponse } },
   },
-  {
+  ready: {
     method: "get",
     path: "/ready",
     summary: "Readiness: the model server lists the configured model",
-    security: OPEN,
+    auth: "none",
     responses: {
       200: { description: "Ready", schema: DeciderReadyResponse },
       503: error(
@@ -43,21 +36,22 @@ export const ROUTE_DOCS: RouteDoc[] = [
       ),
     },
   },
-  {
+  listModels: {
     method: "get",
     path: "/v1/models",
     summary: "Models this service answers as (what the SDK's models.list() reads)",
-    responses: { 200: { description: "Model cards", schema: ModelsResponse }, 401: UNAUTHORIZED },
+    auth: "bearer",
+    responses: { 200: { description: "Model cards", schema: ModelsResponse } },
   },
-  {
+  systemOne: {
     method: "post",
     path: "/v1/systemone",
     summary: "Answer named questions about a state with calibrated probabilities",
+    auth: "bearer",
     body: SystemOneRequest,
     responses: {
       200: { description: "One answer per question", schema: SystemOneResponse },
       400: error("invalid_json, invalid_request (with details), unknown_model, context_too_long or request_aborted"),
-      401: UNAUTHORIZED,
       413: error("Body over LOCALDECIDER_BODY_LIMIT"),
       415: error("A body in a character set other than UTF-8 (e.g. charset=latin1)"),
       429: error("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
@@ -70,4 +64,5 @@ export const ROUTE_DOCS: RouteDoc[] = [
       504: error("The decision did not complete within LOCALDECIDER_TIMEOUT"),
     },
   },
-];
+} as const satisfies RouteContracts;
+export type DeciderRoutes = typeof deciderRoutes;

@@ -1,0 +1,145 @@
+import { HealthResponse } from "./health";
+import type { ResponseContract, RouteContracts } from "./route";
+import {
+  CreateTodoRequest,
+  ItemParams,
+  TodoDeleteResponse,
+  TodoListQuery,
+  TodoListResponse,
+  TodoListV1Response,
+  TodosErrorBody,
+  TodosReadyResponse,
+  TodoWriteResponse,
+  UpdateTodoRequest,
+  UserParams,
+} from "./todos";
+
+const error = (description: string): ResponseContract => ({ description, schema: TodosErrorBody });
+const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired surrogates)");
+const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
+const BAD_BODY = error("Body null or not an object (`{ error }` only), or field problems (with `details`)");
+const TOO_LARGE = error("Body over 64 KiB");
+const UNSUPPORTED = error("Body in a Content-Encoding or charset the service cannot read");
+const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
+const INTERNAL = error("Unexpected failure, a storage failure included");
+
+/** The realm of the todos' `WWW-Authenticate` challenge. */
+export const TODOS_AUTH_REALM = "todos";
+
+/**
+ * What sign-in (TODOS_AUTH=jwt) adds to every `auth: "bearer"` route; 503 only with a key set fetched from
+ * the provider (TODOS_JWT_JWKS_URL).
+ */
+export const TODOS_AUTH_RESPONSES = {
+  401: {
+    description:
+      "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/sub)",
+    schema: TodosErrorBody,
+    headers: {
+      "WWW-Authenticate": {
+        description: `\`Bearer realm="${TODOS_AUTH_REALM}"\`, plus \`error="invalid_token"\` when a token was sent`,
+      },
+    },
+  },
+  403: error("The token's subject is not this userId (and it is no admin token)"),
+  503: error("The provider's key set could not be fetched"),
+} satisfies Record<number, ResponseContract>;
+
+/**
+ * Every endpoint of the todos service, in registration order. The per-user routes want a bearer JWT when
+ * sign-in is on; /health and /ready stay open. GET /metrics, /openapi.json and /docs are not listed.
+ */
+export const todosRoutes = {
+  health: {
+    method: "get",
+    path: "/health",
+    summary: "The process is up.",
+    auth: "none",
+    responses: { 200: { description: "Up", schema: HealthResponse } },
+  },
+  ready: {
+    method: "get",
+    path: "/ready",
+    summary: "The database answers.",
+    auth: "none",
+    responses: {
+      200: { description: "Database reachable", schema: TodosReadyResponse },
+      503: error("Database unreachable"),
+    },
+  },
+  listTodos: {
+    method: "get",
+    path: "/users/:userId/todos",
+    summary: "The user's items, oldest first; `limit`/`page` page them.",
+    auth: "bearer",
+    params: UserParams,
+    query: TodoListQuery,
+    responses: {
+      200: { description: "The items", schema: TodoListResponse },
+      400: error("Invalid userId, limit or page"),
+      500: INTERNAL,
+    },
+  },
+  listTodosV1: {
+    method: "get",
+    path: "/v1/user/:userId/todos",
+    summary: "The seed client's path: the same list as a bare array.",
+    auth: "bearer",
+    params: UserParams,
+    query: TodoListQuery,
+    responses: {
+      200: { description: "The items as a bare array", schema: TodoListV1Response },
+      400: error("Invalid userId, limit or page"),
+      500: INTERNAL,
+    },
+  },
+  createTodo: {
+    method: "post",
+    path: "/users/:userId/todos",
+    summary: "Creates an item for the user.",
+    auth: "bearer",
+    params: UserParams,
+    body: CreateTodoRequest,
+    responses: {
+      201: {
+        description: "Created",
+        schema: TodoWriteResponse,
+        headers: { Location: { description: "Path of the new item" } },
+      },
+      400: BAD_BODY,
+      413: TOO_LARGE,
+      415: UNSUPPORTED,
+      500: MALFORMED,
+    },
+  },
+  updateTodo: {
+    method: "put",
+    path: "/users/:userId/todos/:itemId",
+    summary: "Changes the title and/or completion of one of the user's items.",
+    auth: "bearer",
+    params: ItemParams,
+    body: UpdateTodoRequest,
+    responses: {
+      200: { description: "Updated", schema: TodoWriteResponse },
+      400: BAD_BODY,
+      404: NOT_FOUND,
+      413: TOO_LARGE,
+      415: UNSUPPORTED,
+      500: MALFORMED,
+    },
+  },
+  deleteTodo: {
+    method: "delete",
+    path: "/users/:userId/todos/:itemId",
+    summary: "Deletes one of the user's items.",
+    auth: "bearer",
+    params: ItemParams,
+    responses: {
+      200: { description: "Deleted", schema: TodoDeleteResponse },
+      400: BAD_USER,
+      404: NOT_FOUND,
+      500: INTERNAL,
+    },
+  },
+} as const satisfies RouteContracts;
+export type TodosRoutes = typeof todosRoutes;
