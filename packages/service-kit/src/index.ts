@@ -6,5 +6,6 @@ export * from "./logger";
 export * from "./metrics";
 export * from "./openapi";
 export * from "./request-context";
+export * from "./routes";
 export * from "./serve";
 export * from "./validation-details";

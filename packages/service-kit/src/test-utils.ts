@@ -8,11 +8,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
+import { type HttpMethod, toOpenApiPath } from "@localdecider/contracts";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
 import type { RequestHandler } from "express";
-import type { HttpMethod, OpenApiDocument } from "./openapi";
-import { toOpenApiPath } from "./openapi";
+import type { OpenApiDocument } from "./openapi";
 
 const DOCUMENT_ID = "urn:localdecider:openapi";
 

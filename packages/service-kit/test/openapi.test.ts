@@ -1,7 +1,8 @@
+import { JsonValue, type RouteContracts, toOpenApiPath } from "@localdecider/contracts";
 import express from "express";
 import request from "supertest";
 import { z } from "zod";
-import { buildOpenApiDocument, docsRouter, type OpenApiDocument, type RouteDoc, toOpenApiPath } from "../src";
+import { buildOpenApiDocument, docsRouter, type JsonObject, type OpenApiDocument } from "../src";
 import { expectResponseMatchesOpenApi, openApiResponseValidator, validateOpenApi31 } from "../src/test-utils";
 
 // A small service shaped like the real ones: named shared schemas, defaults, recursive JSON, an error body.
@@ -11,12 +12,13 @@ const TodoItem = z
   .meta({ id: "TodoItem" });
 const CreateTodo = z.object({ title: z.string().min(1), completed: z.boolean().default(false) });
 const UserParams = z.object({ userId: z.string().min(1).describe("Owner of the list") });
-const Decide = z.object({ model: z.string(), state: z.json() });
+const Decide = z.object({ model: z.string(), state: JsonValue });
 
-const routes: RouteDoc[] = [
-  {
+const routes = {
+  getUsersUserIdTodos: {
     method: "get",
     path: "/users/:userId/todos",
+    auth: "none",
     summary: "List a user's todo items",
     params: UserParams,
     query: z.object({ limit: z.coerce.number().int().positive().optional() }),
@@ -25,9 +27,10 @@ const routes: RouteDoc[] = [
       500: { description: "Storage failure", schema: ErrorBody },
     },
   },
-  {
+  postUsersUserIdTodos: {
     method: "post",
     path: "/users/:userId/todos",
+    auth: "none",
     summary: "Add a todo item",
     params: UserParams,
     body: CreateTodo,
@@ -36,35 +39,46 @@ const routes: RouteDoc[] = [
       400: { description: "Invalid body", schema: ErrorBody },
     },
   },
-  {
+  deleteUsersUserIdTodosItemId: {
     method: "delete",
     path: "/users/:userId/todos/:itemId",
+    auth: "none",
     summary: "Delete a todo item",
     responses: { 200: { description: "Deleted", schema: z.object({ message: z.string() }) } },
   },
-  {
+  postV1Decide: {
     method: "post",
     path: "/v1/decide",
     summary: "Decide",
     body: Decide,
-    security: [{ bearerAuth: [] }],
+    auth: "bearer",
     responses: {
       200: {
         description: "Answers",
-        schema: z.object({ model: z.string(), echo: z.json() }),
+        schema: z.object({ model: z.string(), echo: JsonValue }),
         headers: { "x-request-id": { description: "Request id" } },
       },
       503: { description: "Busy", schema: ErrorBody, headers: { "retry-after": { description: "Seconds" } } },
     },
   },
-  { method: "get", path: "/health", summary: "Liveness", responses: { 204: { description: "Alive" } } },
-];
+  getHealth: {
+    method: "get",
+    path: "/health",
+    summary: "Liveness",
+    auth: "none",
+    responses: { 204: { description: "Alive" } },
+  },
+} satisfies RouteContracts;
 
 function sampleDocument(): OpenApiDocument {
   return buildOpenApiDocument({
     info: { title: "Sample <API>", version: "1.2.3" },
     routes,
-    securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } },
+    auth: {
+      scheme: "bearerAuth",
+      definition: { type: "http", scheme: "bearer" },
+      responses: { 401: { description: "No or wrong bearer", schema: ErrorBody } },
+    },
   });
 }
 
@@ -97,12 +111,11 @@ describe("buildOpenApiDocument", () => {
         in: "path",
         required: true,
         description: "Owner of the list",
-        schema: { type: "string", minLength: 1 },
+        schema: { type: "string", minLength: 1, description: "Owner of the list" },
       },
       {
         name: "limit",
         in: "query",
-        required: false,
         schema: { type: "integer", exclusiveMinimum: 0, maximum: 9007199254740991 },
       },
     ]);
@@ -129,17 +142,17 @@ describe("buildOpenApiDocument", () => {
         },
       },
     });
-    expect(doc.components.schemas.TodoItem).toMatchObject({ required: ["id", "title", "completed"] });
+    expect(doc.components?.schemas?.TodoItem).toMatchObject({ required: ["id", "title", "completed"] });
     expect(post.operationId).toBe("postUsersUserIdTodos");
   });
 
-  it("moves named and recursive schemas to components, z.json() once as JsonValue, no #/$defs or root refs left", () => {
+  it("moves named and recursive schemas to components, JsonValue once, no #/$defs or root refs left", () => {
     const doc = sampleDocument();
-    expect(Object.keys(doc.components.schemas).sort()).toStrictEqual(["ErrorBody", "JsonValue", "TodoItem"]);
+    expect(Object.keys(doc.components?.schemas ?? {}).sort()).toStrictEqual(["ErrorBody", "JsonValue", "TodoItem"]);
     const decide = doc.paths["/v1/decide"]?.post as Record<string, Record<string, unknown>>;
     expect(JSON.stringify(decide.requestBody)).toContain('"state":{"$ref":"#/components/schemas/JsonValue"}');
     expect(JSON.stringify(decide.responses)).toContain('"echo":{"$ref":"#/components/schemas/JsonValue"}');
-    expect(JSON.stringify(doc.components.schemas.JsonValue)).toContain('"$ref":"#/components/schemas/JsonValue"');
+    expect(JSON.stringify(doc.components?.schemas?.JsonValue)).toContain('"$ref":"#/components/schemas/JsonValue"');
     const text = JSON.stringify(doc);
     expect(text).not.toContain("#/$defs");
     expect(text).not.toContain('"$ref":"#"');
@@ -155,18 +168,35 @@ describe("buildOpenApiDocument", () => {
     const Tree: z.ZodType<Node> = z.object({ name: z.string(), children: z.array(z.lazy(() => Tree)) });
     const doc = buildOpenApiDocument({
       info: { title: "t", version: "1" },
-      routes: [
-        { method: "get", path: "/tree", summary: "Tree", responses: { 200: { description: "ok", schema: Tree } } },
-      ],
+      routes: {
+        tree: {
+          method: "get",
+          path: "/tree",
+          summary: "Tree",
+          auth: "none",
+          responses: { 200: { description: "ok", schema: Tree } },
+        },
+      },
     });
-    const responses = doc.paths["/tree"]?.get?.responses as Record<string, { content: unknown }>;
-    const schema = responses["200"]?.content;
-    expect(schema).toStrictEqual({
-      "application/json": { schema: { $ref: "#/components/schemas/GetTreeResponse200" } },
-    });
-    expect(JSON.stringify(doc.components.schemas.GetTreeResponse200)).toContain(
-      "#/components/schemas/GetTreeResponse200",
-    );
+    const responses = doc.paths["/tree"]?.get?.responses as Record<string, { content: Record<string, JsonObject> }>;
+    const ref = responses["200"]?.content["application/json"]?.schema as { $ref: string };
+    expect(ref.$ref).toMatch(/^#\/components\/schemas\/\w+$/);
+    const name = ref.$ref.split("/").pop() as string;
+    expect(JSON.stringify(doc.components?.schemas?.[name])).toContain(ref.$ref);
+    expect(JSON.stringify(doc)).not.toContain('"$ref":"#"');
+  });
+
+  it("declares the bearer scheme, its security and its responses on auth: bearer routes only", () => {
+    const doc = sampleDocument();
+    const decide = doc.paths["/v1/decide"]?.post as JsonObject;
+    expect(decide.security).toStrictEqual([{ bearerAuth: [] }]);
+    expect(Object.keys(decide.responses as JsonObject)).toStrictEqual(["200", "401", "503"]);
+    const list = doc.paths["/users/{userId}/todos"]?.get as JsonObject;
+    expect(list.security).toBeUndefined();
+    expect(Object.keys(list.responses as JsonObject)).toStrictEqual(["200", "500"]);
+    expect(doc.components?.securitySchemes).toStrictEqual({ bearerAuth: { type: "http", scheme: "bearer" } });
+    const open = buildOpenApiDocument({ info: { title: "t", version: "1" }, routes });
+    expect(JSON.stringify(open)).not.toContain("bearerAuth");
   });
 });
 

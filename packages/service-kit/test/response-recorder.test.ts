@@ -6,17 +6,18 @@ import { checkRecordedResponses, documentPathOf, metricSample, responseRecorder 
 
 const document = buildOpenApiDocument({
   info: { title: "sample", version: "0.1.0" },
-  routes: [
-    {
+  routes: {
+    list: {
       method: "get",
       path: "/users/:userId/todos",
       summary: "List",
+      auth: "none",
       responses: {
         200: { description: "Items", schema: z.object({ items: z.array(z.string()) }) },
         400: { description: "Bad", schema: z.object({ error: z.string() }) },
       },
     },
-  ],
+  },
 });
 
 function sampleApp(recorder: ReturnType<typeof responseRecorder>, items: unknown) {

@@ -1,23 +1,28 @@
-import type { BackendInfo } from "@localdecider/contracts";
+import { type BackendInfo, DECIDER_AUTH_RESPONSES, deciderRoutes } from "@localdecider/contracts";
 import {
   accessLog,
   buildOpenApiDocument,
   docsRouter,
   errorHandler,
+  jsonBody,
   type Logger,
   type Metrics,
   notFoundHandler,
   type OpenApiDocument,
+  registerRoutes,
   requestId,
+  validationDetails,
 } from "@localdecider/service-kit";
 import express, { type Express, Router } from "express";
+import { bearerAuth } from "./auth";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
 import { deciderError } from "./errors";
 import type { UpstreamLimiter } from "./limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
-import { ROUTE_DOCS, registerRoutes } from "./routes";
+import { deciderHandlers } from "./routes";
+import { inputLimitIssue } from "./routes/input-limits";
 import { ModelGate } from "./upstream/model-gate";
 import type { ReadinessProbe } from "./upstream/readiness";
 import type { Upstream } from "./upstream/types";
@@ -51,11 +56,14 @@ export interface DeciderApp {
   decider: Decider;
   /** This app's own registry (served at /metrics), so test apps never share a global one. */
   metrics: Metrics;
-  /** Served at /openapi.json, built from ROUTE_DOCS. */
+  /** Served at /openapi.json, built from deciderRoutes. */
   openapi: OpenApiDocument;
 }
 
-/** The API description, from the same route table and contracts schemas the routes validate with. */
+/**
+ * The API description, from the same route contracts the routes are registered and validated from. The
+ * bearer scheme is always declared: whether LOCALDECIDER_API_KEY is set is the deployment's business.
+ */
 export function buildDeciderOpenApi(): OpenApiDocument {
   return buildOpenApiDocument({
     info: {
@@ -65,9 +73,12 @@ export function buildDeciderOpenApi(): OpenApiDocument {
         "Calibrated answers from token logprobs of an OpenAI-compatible model server. GET /metrics (Prometheus), " +
         "GET /openapi.json and GET /docs are open even when LOCALDECIDER_API_KEY is set.",
     },
-    routes: ROUTE_DOCS,
-    securitySchemes: { bearerAuth: { type: "http", scheme: "bearer", description: "LOCALDECIDER_API_KEY, when set" } },
-    security: [{ bearerAuth: [] }],
+    routes: deciderRoutes,
+    auth: {
+      scheme: "bearerAuth",
+      definition: { type: "http", scheme: "bearer", description: "LOCALDECIDER_API_KEY, when set" },
+      responses: DECIDER_AUTH_RESPONSES,
+    },
   });
 }
 
@@ -94,26 +105,40 @@ export function createApp(deps: AppDeps): DeciderApp {
   app.use(accessLog(deps.logger));
   app.use(metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
-  // Operational endpoints, outside /v1 and so outside the bearer check: they reveal no secrets (no keys,
-  // no request content), and Prometheus and browsers should not need the API key.
+  // Operational endpoints, not in the contracts and so outside the bearer check: they reveal no secrets
+  // (no keys, no request content), and Prometheus and browsers should not need the API key.
   app.use(docsRouter(openapi));
   app.use(operationsRouter(metrics));
-  registerRoutes(app, {
-    decider,
-    gate,
-    apiKey: deps.apiKey,
-    upstream: deps.upstreamAddress,
-    upstreamModel: deps.upstreamModel,
-    describeBackend:
-      deps.describeBackend ?? (() => ({ kind: "server", address: deps.upstreamAddress, model: deps.upstreamModel })),
-    bodyLimit: deps.bodyLimit,
-  });
+  registerRoutes(
+    app,
+    deciderRoutes,
+    deciderHandlers({
+      decider,
+      gate,
+      upstream: deps.upstreamAddress,
+      upstreamModel: deps.upstreamModel,
+      describeBackend:
+        deps.describeBackend ?? (() => ({ kind: "server", address: deps.upstreamAddress, model: deps.upstreamModel })),
+    }),
+    {
+      authenticate: bearerAuth(deps.apiKey),
+      jsonBody: jsonBody({ limit: deps.bodyLimit }),
+      checkBody: (body) => {
+        const issue = inputLimitIssue(body);
+        if (issue !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [issue] });
+      },
+      invalid: (_part, error) =>
+        deciderError("invalid_request", "Invalid request body", {
+          details: validationDetails(error, { root: "body" }),
+        }),
+    },
+  );
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));
   app.use(errorHandler({ logger: deps.logger, internalCode: "internal_error" }));
   return { app, decider, metrics, openapi };
 }
 
-/** GET /metrics, in a router of its own so the app's route list stays exactly ROUTE_DOCS. */
+/** GET /metrics, in a router of its own so the app's route list stays exactly deciderRoutes. */
 function operationsRouter(metrics: Metrics): Router {
   const router = Router();
   router.get("/metrics", metrics.handler);

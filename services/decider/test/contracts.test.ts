@@ -1,23 +1,140 @@
-import { buildOpenApiDocument } from "@localdecider/service-kit";
-import { ROUTE_DOCS } from "../src/routes";
-import { harness } from "./helpers";
+import {
+  ApiError,
+  ApiRequestError,
+  createDeciderClient,
+  type DeciderApiError,
+  deciderRoutes,
+  type SystemOneResponse,
+} from "@localdecider/contracts";
+import { type Harness, harness, listen } from "./helpers";
 
-describe("ROUTE_DOCS", () => {
-  it("documents exactly the routes the app serves and builds an OpenAPI document", async () => {
+/** The Express routes an app serves, as "METHOD path". */
+function served(app: Harness["app"]): string[] {
+  const stack = (
+    app as unknown as { router: { stack: { route?: { path: string; methods: Record<string, boolean> } }[] } }
+  ).router.stack;
+  return stack.flatMap((layer) =>
+    layer.route ? Object.keys(layer.route.methods).map((m) => `${m.toUpperCase()} ${layer.route?.path}`) : [],
+  );
+}
+
+describe("the decider's route contracts", () => {
+  it("are exactly the routes the app serves (besides /metrics, /openapi.json and /docs)", async () => {
     const h = await harness();
     try {
-      // Express 5 keeps its routes in app.router.stack: every documented path must be registered.
-      const stack = (
-        h.app as unknown as { router: { stack: { route?: { path: string; methods: Record<string, boolean> } }[] } }
-      ).router.stack;
-      const served = stack.flatMap((layer) =>
-        layer.route ? Object.keys(layer.route.methods).map((m) => `${m} ${layer.route?.path}`) : [],
+      expect(served(h.app).sort()).toStrictEqual(
+        Object.values(deciderRoutes)
+          .map((r) => `${r.method.toUpperCase()} ${r.path}`)
+          .sort(),
       );
-      expect(served.sort()).toStrictEqual(ROUTE_DOCS.map((r) => `${r.method} ${r.path}`).sort());
     } finally {
       await h.close();
     }
-    const doc = buildOpenApiDocument({ info: { title: "decider", version: "0.1.0" }, routes: ROUTE_DOCS });
-    expect(Object.keys(doc.paths).sort()).toStrictEqual(["/health", "/ready", "/v1/models", "/v1/systemone"]);
+  });
+});
+
+describe("createDeciderClient against the running service", () => {
+  let h: Harness;
+  let server: { url: string; close: () => Promise<void> };
+
+  afterEach(async () => {
+    await server.close();
+    await h.close();
+  });
+
+  it("systemOne() sends the API key and resolves to the typed answers", async () => {
+    h = await harness({ apiKey: "secret-key" });
+    server = await listen(h);
+    h.fake.script = (q): Record<string, number> => (q.name === "billing" ? { true: 0.8, false: 0.2 } : { a: 1, b: 3 });
+    const client = createDeciderClient({ baseUrl: server.url, token: "secret-key" });
+    const result: SystemOneResponse = await client.systemOne({
+      body: {
+        model: "localdecider",
+        state: { message: "I was charged twice" },
+        questions: {
+          billing: { type: "noul", instructions: "Is this about billing?" },
+          pick: { type: "choice", criteria: { a: null, b: "the second" } },
+        },
+      },
+    });
+    expect(result.model).toBe("localdecider-0.1.0/test-model");
+    const billing = result.answers.billing;
+    expect(billing?.type === "noul" && billing.noul).toBeCloseTo(0.8, 12);
+    const pick = result.answers.pick;
+    expect(pick?.type === "choice" && pick.choice).toBe("b");
+    expect(result.usage.output_tokens).toBe(2);
+  });
+
+  it("listModels(), health() and ready() resolve to their typed bodies", async () => {
+    h = await harness({ apiKey: "secret-key" });
+    server = await listen(h);
+    const client = createDeciderClient({ baseUrl: server.url, token: "secret-key" });
+    expect((await client.listModels()).models.map((m) => m.name)).toStrictEqual(["localdecider", "jev-latest", "jev"]);
+    expect(await client.health()).toStrictEqual({ status: "ok" });
+    expect(await client.ready()).toStrictEqual({ status: "ready", upstream: h.upstream, model: "test-model" });
+  });
+
+  it("a wrong key throws ApiError 401 with the code, the challenge header and the request id sent", async () => {
+    h = await harness({ apiKey: "secret-key" });
+    server = await listen(h);
+    const client = createDeciderClient({ baseUrl: server.url, token: "wrong" });
+    const error: unknown = await client.listModels({ headers: { "x-request-id": "client-req-1" } }).catch((e) => e);
+    expect(error).toBeInstanceOf(ApiError);
+    const apiError = error as DeciderApiError;
+    expect({
+      status: apiError.status,
+      code: apiError.code,
+      message: apiError.message,
+      requestId: apiError.requestId,
+      operation: apiError.operation,
+      details: apiError.details,
+    }).toStrictEqual({
+      status: 401,
+      code: "unauthorized",
+      message: "Invalid API key",
+      requestId: "client-req-1",
+      operation: "GET /v1/models",
+      details: undefined,
+    });
+    expect(apiError.headers.get("www-authenticate")).toBe('Bearer realm="localdecider"');
+  });
+
+  it("a body the contract refuses throws ApiError 400 invalid_request with the field details", async () => {
+    h = await harness();
+    server = await listen(h);
+    const client = createDeciderClient({ baseUrl: server.url });
+    const error = (await client
+      .systemOne({ body: { model: "localdecider", state: null, questions: {} } })
+      .catch((e) => e)) as DeciderApiError;
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error.status).toBe(400);
+    expect(error.code).toBe("invalid_request");
+    expect(error.details).toStrictEqual([{ path: "questions", message: "questions must hold at least one question" }]);
+    expect(error.requestId).toMatch(/\S/);
+    expect(h.fake.requests).toHaveLength(0);
+  });
+
+  it("an unknown model throws ApiError 400 unknown_model", async () => {
+    h = await harness();
+    server = await listen(h);
+    const client = createDeciderClient({ baseUrl: server.url });
+    const error = (await client
+      .systemOne({ body: { model: "gpt-9", state: null, questions: { q: { type: "noul" } } } })
+      .catch((e) => e)) as DeciderApiError;
+    expect([error.status, error.code]).toStrictEqual([400, "unknown_model"]);
+  });
+
+  it("a service that is not there throws ApiRequestError with reason network", async () => {
+    h = await harness();
+    server = await listen(h);
+    const url = server.url;
+    await server.close();
+    server = { url, close: async () => {} };
+    const error = await createDeciderClient({ baseUrl: url })
+      .health()
+      .catch((e) => e);
+    expect(error).toBeInstanceOf(ApiRequestError);
+    expect((error as ApiRequestError).reason).toBe("network");
+    expect((error as ApiRequestError).operation).toBe("GET /health");
   });
 });

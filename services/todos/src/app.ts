@@ -1,4 +1,4 @@
-import { TODO_MESSAGES } from "@localdecider/contracts";
+import { TODO_MESSAGES, TODOS_AUTH_RESPONSES, todosRoutes } from "@localdecider/contracts";
 import {
   AppError,
   accessLog,
@@ -10,11 +10,13 @@ import {
   type Logger,
   notFoundHandler,
   type OpenApiDocument,
+  registerRoutes,
   requestId,
 } from "@localdecider/service-kit";
-import express, { type Express, type RequestHandler } from "express";
-import { BEARER_SCHEME, BEARER_SECURITY_SCHEME, type TodosAuth } from "./http/auth";
-import { type RouteDefinition, todoRoutes } from "./http/todo-routes";
+import express, { type Express } from "express";
+import { BEARER_SCHEME, BEARER_SECURITY_SCHEME, requireUser, type TodosAuth } from "./http/auth";
+import { todoHandlers } from "./http/todo-routes";
+import { invalidTodosRequest } from "./http/validation";
 import { createTodosMetrics, type TodosMetrics } from "./metrics";
 import type { TodoRepository } from "./storage/repository";
 
@@ -40,12 +42,10 @@ export interface AppDeps {
   auth?: TodosAuth | undefined;
   /**
    * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
-   * access log and before any route (metrics middleware, /metrics, /docs); `onRoute` sees each route as it
-   * is registered (OpenAPI document, per-route labels).
+   * access log and before any route (tests mount their response recorders here).
    */
   hooks?: {
     beforeRoutes?: (app: Express) => void;
-    onRoute?: (route: RouteDefinition) => void;
   };
 }
 
@@ -78,12 +78,12 @@ function mapKnownError(err: unknown): AppError | undefined {
 }
 
 /**
- * The API description, from the same route table and contracts schemas the routes validate with. The bearer
- * scheme is declared only when a route asks for it (sign-in on): with sign-in off the document says no
- * authentication, which is the truth.
+ * The API description, from the same route contracts the routes are registered and validated from. The
+ * bearer scheme and its 401/403 (503 with a key set) are declared only when sign-in is on: with sign-in
+ * off the document says no authentication, which is the truth.
  */
-export function buildTodosOpenApi(routes: RouteDefinition[]): OpenApiDocument {
-  const secured = routes.some((route) => route.security !== undefined && route.security.length > 0);
+export function buildTodosOpenApi(auth?: TodosAuth): OpenApiDocument {
+  const { 503: keysUnavailable, ...always } = TODOS_AUTH_RESPONSES;
   return buildOpenApiDocument({
     info: {
       title: "localdecider todos",
@@ -91,15 +91,22 @@ export function buildTodosOpenApi(routes: RouteDefinition[]): OpenApiDocument {
       description:
         "Per-user todo lists. GET /metrics (Prometheus), GET /openapi.json and GET /docs are not listed here.",
     },
-    routes,
-    ...(secured ? { securitySchemes: { [BEARER_SCHEME]: BEARER_SECURITY_SCHEME } } : {}),
+    routes: todosRoutes,
+    ...(auth === undefined
+      ? {}
+      : {
+          auth: {
+            scheme: BEARER_SCHEME,
+            definition: BEARER_SECURITY_SCHEME,
+            responses: auth.keySource === "jwks" ? { ...always, 503: keysUnavailable } : always,
+          },
+        }),
   });
 }
 
 export function createApp(deps: AppDeps): Express {
   const { logger } = deps;
   const metrics = deps.metrics ?? createTodosMetrics();
-  const routes = todoRoutes(deps.repository, { auth: deps.auth });
   const app = express();
   app.disable("x-powered-by");
   // Repeated parameters arrive as arrays and are rejected by validation; no nested objects.
@@ -110,18 +117,15 @@ export function createApp(deps: AppDeps): Express {
   app.use(metrics.metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
   app.get("/metrics", metrics.metrics.handler);
-  app.use(docsRouter(buildTodosOpenApi(routes)));
+  app.use(docsRouter(buildTodosOpenApi(deps.auth)));
 
   // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
   // Sign-in comes first: a request without a valid token gets its 401/403 before its body is read.
-  const parseJson = jsonBody({ limit: BODY_LIMIT_BYTES });
-  for (const route of routes) {
-    deps.hooks?.onRoute?.(route);
-    const chain: RequestHandler[] = [];
-    if (route.authenticate !== undefined) chain.push(route.authenticate);
-    if (route.body !== undefined) chain.push(parseJson);
-    app[route.method](route.path, ...chain, route.handler);
-  }
+  registerRoutes(app, todosRoutes, todoHandlers(deps.repository), {
+    authenticate: deps.auth === undefined ? undefined : requireUser(deps.auth),
+    jsonBody: jsonBody({ limit: BODY_LIMIT_BYTES }),
+    invalid: invalidTodosRequest,
+  });
 
   app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));
   app.use(errorHandler({ logger, map: mapKnownError, internalMessage: TODO_MESSAGES.internal }));

@@ -1,25 +1,24 @@
-import { buildOpenApiDocument } from "@localdecider/service-kit";
-import { todoRoutes } from "../src/http/todo-routes";
-import type { TodoRepository } from "../src/storage/repository";
+import { todosRoutes } from "@localdecider/contracts";
+import { buildTodosOpenApi } from "../src/app";
 
-const unused = {} as TodoRepository; // only the route table is read, no handler runs
-
-describe("the route table as an OpenAPI document", () => {
-  it("when handed to the kit's generator, documents every route with its statuses", () => {
-    const doc = buildOpenApiDocument({ info: { title: "todos", version: "0.1.0" }, routes: todoRoutes(unused) });
+describe("the route contracts as an OpenAPI document", () => {
+  it("documents every contract under its name as operationId, with its statuses, and nothing else", () => {
+    const doc = buildTodosOpenApi();
     const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops).map(
-        ([method, op]) => `${method.toUpperCase()} ${path} ${Object.keys(op.responses as object).join(",")}`,
+        ([method, op]) =>
+          `${op.operationId} ${method.toUpperCase()} ${path} ${Object.keys(op.responses as object).join(",")}`,
       ),
     );
     expect(operations.sort()).toStrictEqual([
-      "DELETE /users/{userId}/todos/{itemId} 200,400,404,500",
-      "GET /health 200",
-      "GET /ready 200,503",
-      "GET /users/{userId}/todos 200,400,500",
-      "GET /v1/user/{userId}/todos 200,400,500",
-      "POST /users/{userId}/todos 201,400,413,415,500",
-      "PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,500",
+      "createTodo POST /users/{userId}/todos 201,400,413,415,500",
+      "deleteTodo DELETE /users/{userId}/todos/{itemId} 200,400,404,500",
+      "health GET /health 200",
+      "listTodos GET /users/{userId}/todos 200,400,500",
+      "listTodosV1 GET /v1/user/{userId}/todos 200,400,500",
+      "ready GET /ready 200,503",
+      "updateTodo PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,500",
     ]);
+    expect(Object.keys(todosRoutes).sort()).toStrictEqual(operations.map((o) => o.split(" ")[0]).sort());
   });
 });

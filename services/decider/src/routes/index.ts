@@ -1,7 +1,5 @@
-import type { BackendInfo } from "@localdecider/contracts";
-import { jsonBody } from "@localdecider/service-kit";
-import type { Express } from "express";
-import { bearerAuth } from "../auth";
+import type { BackendInfo, DeciderRoutes } from "@localdecider/contracts";
+import type { RouteHandlers } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
 import type { ModelGate } from "../upstream/model-gate";
 import { health, ready } from "./health";
@@ -11,21 +9,17 @@ import { systemOne } from "./systemone";
 export interface RouteDeps {
   decider: Decider;
   gate: ModelGate;
-  apiKey: string | undefined;
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
-  bodyLimit: string | number;
 }
 
-export { ROUTE_DOCS } from "./docs";
-
-/** Every route, registered in one place; ROUTE_DOCS (./docs) documents the same paths for OpenAPI. */
-export function registerRoutes(app: Express, deps: RouteDeps): void {
-  app.get("/health", health);
-  app.get("/ready", ready(deps.gate, deps.upstream, deps.upstreamModel));
-  app.use("/v1", bearerAuth(deps.apiKey));
-  app.get("/v1/models", listModels(deps.upstreamModel, deps.describeBackend));
-  // The body is parsed after the bearer check, so an unauthenticated client cannot make us read 1 MiB.
-  app.post("/v1/systemone", jsonBody({ limit: deps.bodyLimit }), systemOne(deps.decider));
+/** One handler per contract in deciderRoutes (@localdecider/contracts); registerRoutes wires them. */
+export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
+  return {
+    health,
+    ready: ready(deps.gate, deps.upstream, deps.upstreamModel),
+    listModels: listModels(deps.upstreamModel, deps.describeBackend),
+    systemOne: systemOne(deps.decider),
+  };
 }

@@ -1,11 +1,12 @@
-import type { BackendInfo, ModelsResponse } from "@localdecider/contracts";
-import type { RequestHandler } from "express";
+import type { BackendInfo, DeciderRoutes } from "@localdecider/contracts";
+import type { RouteHandler } from "@localdecider/service-kit";
 import { modelCards } from "../models";
 
 /** The model cards (what the SDK reads), and what answers behind them (ours: the server, or the embedded model). */
-export function listModels(upstreamModel: string, describeBackend: () => BackendInfo): RequestHandler {
+export function listModels(
+  upstreamModel: string,
+  describeBackend: () => BackendInfo,
+): RouteHandler<DeciderRoutes["listModels"]> {
   const models = modelCards(upstreamModel);
-  return (_req, res) => {
-    res.json({ models, backend: describeBackend() } satisfies ModelsResponse);
-  };
+  return () => ({ status: 200, body: { models, backend: describeBackend() } });
 }

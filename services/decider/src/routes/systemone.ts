@@ -1,24 +1,15 @@
-import { SystemOneRequest } from "@localdecider/contracts";
-import { validationDetails } from "@localdecider/service-kit";
-import type { RequestHandler } from "express";
+import type { DeciderRoutes } from "@localdecider/contracts";
+import type { RouteHandler } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
 import { deciderError } from "../errors";
 import { MODEL_ALIASES, MODEL_NAME } from "../models";
-import { inputLimitIssue } from "./input-limits";
 
 export const ACCEPTED_MODELS: readonly string[] = [MODEL_NAME, ...MODEL_ALIASES];
 
-export function systemOne(decider: Decider): RequestHandler {
-  return async (req, res) => {
-    const tooLarge = inputLimitIssue(req.body);
-    if (tooLarge !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [tooLarge] });
-    const parsed = SystemOneRequest.safeParse(req.body);
-    if (!parsed.success) {
-      throw deciderError("invalid_request", "Invalid request body", {
-        details: validationDetails(parsed.error, { root: "body" }),
-      });
-    }
-    const { model, state, questions } = parsed.data;
+/** The body arrives checked against SystemOneRequest (and INPUT_LIMITS before it) by registerRoutes. */
+export function systemOne(decider: Decider): RouteHandler<DeciderRoutes["systemOne"]> {
+  return async ({ body, res }) => {
+    const { model, state, questions } = body;
     if (!ACCEPTED_MODELS.includes(model)) {
       throw deciderError("unknown_model", `Unknown model "${model}"; available models: ${ACCEPTED_MODELS.join(", ")}`);
     }
@@ -29,7 +20,7 @@ export function systemOne(decider: Decider): RequestHandler {
     };
     res.on("close", onClose);
     try {
-      res.json(await decider.answer(state, questions, cancel.signal));
+      return { status: 200, body: await decider.answer(state, questions, cancel.signal) };
     } finally {
       res.off("close", onClose);
     }

@@ -1,5 +1,5 @@
-import { TodosErrorBody } from "@localdecider/contracts";
-import { AppError, type ResponseDoc } from "@localdecider/service-kit";
+import { TODOS_AUTH_REALM } from "@localdecider/contracts";
+import { AppError } from "@localdecider/service-kit";
 import type { RequestHandler } from "express";
 import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import type { Config } from "../config";
@@ -10,7 +10,7 @@ import type { Config } from "../config";
  * `:userId` (or which carries the configured admin claim as `true`).
  */
 
-export const AUTH_REALM = "todos";
+export const AUTH_REALM = TODOS_AUTH_REALM;
 
 /** Name of the security scheme in /openapi.json. */
 export const BEARER_SCHEME = "bearerAuth";
@@ -209,32 +209,11 @@ export function requireUser(auth: TodosAuth): RequestHandler {
   };
 }
 
-/** How /openapi.json describes the scheme. */
+/** How /openapi.json describes the scheme (its 401/403/503 are TODOS_AUTH_RESPONSES in contracts). */
 export const BEARER_SECURITY_SCHEME = {
-  type: "http",
+  type: "http" as const,
   scheme: "bearer",
   bearerFormat: "JWT",
   description:
     "A JWT from the configured OpenID Connect provider (or signed with the shared HS256 secret) with the service's `iss` and `aud`, an `exp`, and `sub` equal to the path's `userId` (or the configured admin claim set to `true`).",
 };
-
-/** The responses sign-in adds to each per-user route. */
-export function authResponses(auth: TodosAuth): Record<number, ResponseDoc> {
-  const responses: Record<number, ResponseDoc> = {
-    401: {
-      description:
-        "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/sub)",
-      schema: TodosErrorBody,
-      headers: {
-        "WWW-Authenticate": {
-          description: `\`Bearer realm="${AUTH_REALM}"\`, plus \`error="invalid_token"\` when a token was sent`,
-        },
-      },
-    },
-    403: { description: "The token's subject is not this userId (and it is no admin token)", schema: TodosErrorBody },
-  };
-  if (auth.keySource === "jwks") {
-    responses[503] = { description: "The provider's key set could not be fetched", schema: TodosErrorBody };
-  }
-  return responses;
-}

@@ -13,14 +13,12 @@ import {
 } from "@localdecider/service-kit/dist/test-utils";
 import type { RequestHandler } from "express";
 import { buildTodosOpenApi } from "../../src/app";
-import { type TodoRoutesOptions, todoRoutes } from "../../src/http/todo-routes";
-import type { TodoRepository } from "../../src/storage/repository";
+import type { TodosAuth } from "../../src/http/auth";
 
 export const recorder = responseRecorder();
 
-/** The document an app built with these options serves; only the route table is read, no handler runs. */
-export const todosOpenApi = (options: TodoRoutesOptions = {}) =>
-  buildTodosOpenApi(todoRoutes({} as TodoRepository, options));
+/** The document an app built with this sign-in (none by default) serves. */
+export const todosOpenApi = (options: { auth?: TodosAuth | undefined } = {}) => buildTodosOpenApi(options.auth);
 
 const others: { document: () => OpenApiDocument; responses: RecordedResponse[] }[] = [];
 
