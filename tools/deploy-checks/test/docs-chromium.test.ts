@@ -9,24 +9,26 @@ import { launchChromium, renderDocs } from "../src/docs-browser";
 // A sample service; the real services can reuse renderDocs with their own apps.
 const document = buildOpenApiDocument({
   info: { title: "Sample todos", version: "0.1.0" },
-  routes: [
-    {
+  routes: {
+    listTodos: {
       method: "get",
       path: "/users/:userId/todos",
       summary: "List a user's todo items",
+      auth: "none",
       params: z.object({ userId: z.string() }),
       responses: {
         200: { description: "The items", schema: z.object({ todoItems: z.array(z.object({ id: z.string() })) }) },
       },
     },
-    {
+    systemOne: {
       method: "post",
       path: "/v1/systemone",
       summary: "Answer questions about a state",
+      auth: "none",
       body: z.object({ model: z.string(), state: z.json() }),
       responses: { 200: { description: "Answers", schema: z.object({ model: z.string() }) } },
     },
-  ],
+  },
 });
 
 let server: Server;
