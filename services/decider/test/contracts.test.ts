@@ -33,6 +33,30 @@ describe("the decider's route contracts", () => {
   });
 });
 
+describe("the metrics' route labels", () => {
+  it("are the contracts' paths for every route called through the client", async () => {
+    const h = await harness();
+    const server = await listen(h);
+    try {
+      const client = createDeciderClient({ baseUrl: server.url });
+      await client.health();
+      await client.ready();
+      await client.listModels();
+      await client.systemOne({ body: { model: "localdecider", state: null, questions: { q: { type: "noul" } } } });
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const labels = new Set([...text.matchAll(/^http_requests_total\{[^}]*route="([^"]+)"/gm)].map((m) => m[1]));
+      expect([...labels].sort()).toStrictEqual(
+        Object.values(deciderRoutes)
+          .map((r) => r.path)
+          .sort(),
+      );
+    } finally {
+      await server.close();
+      await h.close();
+    }
+  });
+});
+
 describe("createDeciderClient against the running service", () => {
   let h: Harness;
   let server: { url: string; close: () => Promise<void> };
