@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { parse } from "yaml";
+import { stages } from "../src/dockerfile";
 import { readRepoFile, repoPath } from "../src/repo";
 
 interface Step {
@@ -9,7 +10,7 @@ interface Step {
 }
 interface Job {
   services?: Record<string, { image: string }>;
-  strategy?: { matrix?: Record<string, unknown[]> };
+  strategy?: { matrix?: Record<string, unknown[]> & { include?: Record<string, string>[] } };
   steps: Step[];
 }
 
@@ -43,8 +44,35 @@ describe(".github/workflows/ci.yml", () => {
       context: ".",
       // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub expression, not a JS template
       file: "services/${{ matrix.service }}/Dockerfile",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub expression, not a JS template
+      target: "${{ matrix.target }}",
       push: false,
     });
+  });
+
+  it("builds every image target: each Dockerfile's last stage, and the decider's embedded one", () => {
+    const matrix = (workflow.jobs.images as Job).strategy?.matrix ?? {};
+    // GitHub's expansion: the cross product, then each `include` entry as a job of its own (none of these
+    // entries matches a combination without overwriting one of its values).
+    const jobs = [
+      ...(matrix.service ?? []).flatMap((service) => (matrix.target ?? []).map((target) => ({ service, target }))),
+      ...(matrix.include ?? []),
+    ];
+    const built = jobs.map(({ service, target }) => {
+      const all = stages(readRepoFile("services", String(service), "Dockerfile"));
+      // A target named for the last stage builds what a plain `docker build` (and compose) builds.
+      return {
+        service,
+        target,
+        last: all[all.length - 1]?.name === target,
+        exists: all.some((s) => s.name === target),
+      };
+    });
+    expect(built).toStrictEqual([
+      { service: "todos", target: "runtime", last: true, exists: true },
+      { service: "decider", target: "runtime", last: true, exists: true },
+      { service: "decider", target: "embedded", last: false, exists: true },
+    ]);
   });
 
   it("pins the pnpm the root package.json asks for", () => {

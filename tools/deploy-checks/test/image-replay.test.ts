@@ -260,12 +260,18 @@ describe.each(TARGETS)(
         }
       }, 60_000);
     } else {
-      it("holds node-llama-cpp with the prebuilt binary of this platform only", async () => {
+      it("holds node-llama-cpp with the prebuilt binaries of this platform only", async () => {
         const installed = await readdir(path.join(app, "node_modules", ".pnpm"));
         const engine = installed
           .filter((name) => /node-llama-cpp/.test(name))
           .map((name) => name.replace(/@\d.*$/, ""));
-        expect(engine.sort()).toStrictEqual([`@node-llama-cpp+${process.platform}-${process.arch}`, "node-llama-cpp"]);
+        const platform = `@node-llama-cpp+${process.platform}-${process.arch}`;
+        expect(engine).toEqual(expect.arrayContaining(["node-llama-cpp", platform]));
+        // Other platforms' packages are removed; this platform's GPU variants would stay, were they installed.
+        const others = engine.filter(
+          (name) => name !== "node-llama-cpp" && name !== platform && !name.startsWith(`${platform}-`),
+        );
+        expect(others).toStrictEqual([]);
       });
     }
   },
