@@ -222,12 +222,8 @@ describe.each(TARGETS)(
       });
 
       it("without LOCALDECIDER_UPSTREAM, lives on and answers /ready 503 saying this build has no embedded engine", async () => {
-        // A model file on disk, so that the engine goes straight to loading it (a URI is downloaded first).
-        const env: NodeJS.ProcessEnv = {
-          ...baseEnv,
-          [portVar]: String(await freePort()),
-          LOCALDECIDER_MODEL: tinyModel(),
-        };
+        // The default model (an hf: URI): the missing engine is reported before any download is tried.
+        const env: NodeJS.ProcessEnv = { ...baseEnv, [portVar]: String(await freePort()) };
         const { child, base, output } = await start(stage, app, env, portVar);
         try {
           let res = await fetch(`${base}/ready`);

@@ -8,6 +8,7 @@ import { type DownloadOptions, downloadFile } from "./download";
 import { ContextOverflowError } from "./evaluate";
 import { type EngineInfo, type EngineOptions, LlamaEngine } from "./llama-engine";
 import type { ModelSource } from "./model-source";
+import { importNodeLlamaCpp } from "./node-llama-cpp";
 import { formatBytes, ProgressGate, percentOf, progressBar } from "./progress";
 
 export interface EmbeddedOptions {
@@ -80,6 +81,8 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   }
 
   private async boot(): Promise<void> {
+    // An installation without the engine (the lean image) says so at once, not after a 1 GB download.
+    await importNodeLlamaCpp();
     const modelPath = await this.resolveFile();
     this.state = { phase: "loading" };
     this.options.logger.info("loading model", { file: modelPath });
