@@ -62,7 +62,7 @@ async function main(): Promise<void> {
       LOCALDECIDER_MODEL: model,
       LOCALDECIDER_GPU: "cpu",
       // One thread per evaluation: for a model this small more threads only wait on each other.
-      LOCALDECIDER_THREADS: "1",
+      LOCALDECIDER_THREADS: process.env.BENCH_THREADS ?? "1",
       LOG_LEVEL: "info",
     },
   });

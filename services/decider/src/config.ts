@@ -32,7 +32,7 @@ export const configSchema = z
     LOCALDECIDER_GPU: z.enum(["auto", "cpu"]).default("auto"),
     // Embedded engine: tokens per sequence (one per MAX_INFLIGHT call): the longest prompt a call can have.
     LOCALDECIDER_CONTEXT_SIZE: int(256, 1_048_576, 4096),
-    // Embedded engine: CPU threads; 0 lets node-llama-cpp use every math core.
+    // Embedded engine: CPU threads per evaluation; 0 means one per math core of the machine.
     LOCALDECIDER_THREADS: int(0, 1024, 0),
     LOCALDECIDER_API_KEY: text().optional(),
     /** Seconds one decision may take in all: queued calls, calls and retries (504 past it). */

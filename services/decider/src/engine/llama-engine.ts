@@ -12,7 +12,7 @@ export interface EngineOptions {
   sequences: number;
   /** Tokens each sequence holds (LOCALDECIDER_CONTEXT_SIZE): the longest prompt one call can have. */
   contextSize: number;
-  /** CPU threads for evaluation; 0 is node-llama-cpp's default (every math core). */
+  /** CPU threads for evaluation; 0 means one per math core the machine has (node-llama-cpp's cpuMathCores). */
   threads: number;
 }
 
@@ -30,6 +30,8 @@ export interface EngineInfo {
   trainContextSize: number;
   /** What evaluates: `cpu`, or the GPU backend node-llama-cpp chose (`cuda`, `vulkan`, `metal`). */
   backend: string;
+  /** CPU threads per evaluation. */
+  threads: number;
 }
 
 /** Token ids of one outcome after the part of the prompt all outcomes share, and where its score goes. */
@@ -70,11 +72,14 @@ export class LlamaEngine {
       const model = await llama.loadModel({ modelPath: options.modelPath });
       // No flash attention: its CPU kernel takes other paths for other batch shapes, so the same tokens in
       // other batches differ by up to 0.02 in a logprob; answers must not depend on what ran beside them.
+      // Never node-llama-cpp's own default (its maxThreads, twice the cores on a 2-core machine): more
+      // threads than cores spin against each other, and an evaluation measured 250x slower that way.
+      const threads = options.threads > 0 ? options.threads : Math.max(1, llama.cpuMathCores);
       const context = await model.createContext({
         contextSize: options.contextSize,
         sequences: options.sequences,
         flashAttention: false,
-        ...(options.threads > 0 ? { threads: options.threads } : {}),
+        threads,
       });
       const fileType = model.fileInfo.metadata.general.file_type;
       const info: EngineInfo = {
@@ -87,6 +92,7 @@ export class LlamaEngine {
         sequences: context.totalSequences,
         trainContextSize: model.trainContextSize,
         backend: llama.gpu === false ? "cpu" : llama.gpu,
+        threads,
       };
       return new LlamaEngine(lib, llama, model, chatWrapperOf(lib, model), context, info);
     } catch (error) {
