@@ -6,6 +6,9 @@ module.exports = {
   // without --experimental-vm-modules; letting swc compile PGlite too turns those into require().
   transform: { "^.+\\.(t|j|mj|cj)s$": ["@swc/jest"] },
   transformIgnorePatterns: ["/node_modules/(?!(\\.pnpm/@electric-sql\\+pglite|@electric-sql/pglite))"],
+  // A PostgreSQL server for the whole run: found, or started and stopped (test/setup/postgres.ts).
+  globalSetup: "<rootDir>/test/setup/postgres.ts",
+  globalTeardown: "<rootDir>/test/setup/postgres-teardown.ts",
   setupFilesAfterEnv: ["<rootDir>/test/setup/openapi-responses.ts"],
   testTimeout: 30_000,
 };

@@ -1,9 +1,6 @@
 import { existsSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
 
-/** Debian's chromium (installed by .ci/run); CI on GitHub points CHROMIUM_PATH at the runner's Chrome. */
-export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-
 const CHROMIUM_ARGS = [
   "--headless",
   "--no-sandbox",
@@ -14,11 +11,18 @@ const CHROMIUM_ARGS = [
   "--no-first-run",
 ];
 
+/**
+ * Starts the browser at CHROMIUM_PATH, which the suite's global setup sets to the one it found or fetched
+ * (@localdecider/test-env/chromium: the machine's, or the npm fallback).
+ */
 export async function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`no browser at ${CHROMIUM_PATH}: run .ci/run (installs Debian's chromium) or set CHROMIUM_PATH`);
+  const executablePath = process.env.CHROMIUM_PATH;
+  if (!executablePath || !existsSync(executablePath)) {
+    throw new Error(
+      `no browser at CHROMIUM_PATH=${executablePath ?? ""}: run this suite through Jest (its global setup finds one)`,
+    );
   }
-  return chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS, headless: true });
+  return chromium.launch({ executablePath, args: CHROMIUM_ARGS, headless: true });
 }
 
 export interface RenderedDocs {
