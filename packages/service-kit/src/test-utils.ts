@@ -1,5 +1,5 @@
 /**
- * Test helpers for the services' API suites: import from "@localdecider/service-kit/dist/test-utils".
+ * Test helpers for the services' API suites: import from "@localdecider/service-kit/test-utils".
  * Kept out of the main entry because ajv and the OpenAPI validator are dev dependencies of this package:
  * they are installed in the workspace but not in a deployed image.
  */

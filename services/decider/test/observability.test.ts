@@ -3,7 +3,7 @@ import {
   expectResponseMatchesOpenApi,
   metricSample,
   validateOpenApi31,
-} from "@localdecider/service-kit/dist/test-utils";
+} from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { buildDeciderOpenApi } from "../src/app";
 import { type Harness, harness, waitFor } from "./helpers";

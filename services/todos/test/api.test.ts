@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { checkRecordedResponses } from "@localdecider/service-kit/dist/test-utils";
+import { checkRecordedResponses } from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { recorder, todosOpenApi } from "./setup/openapi-responses";
 import { buildApp, STORAGE_MODES, type StorageLocation, type TestApp } from "./support/storage-modes";

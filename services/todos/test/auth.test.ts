@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
-import { metricSample, validateOpenApi31 } from "@localdecider/service-kit/dist/test-utils";
+import { metricSample, validateOpenApi31 } from "@localdecider/service-kit/test-utils";
 import type { Express } from "express";
 import { base64url, exportJWK, generateKeyPair, type JWK, type JWTPayload, type KeyLike, SignJWT } from "jose";
 import request from "supertest";

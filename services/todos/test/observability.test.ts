@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { metricSample, validateOpenApi31 } from "@localdecider/service-kit/dist/test-utils";
+import { metricSample, validateOpenApi31 } from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { todosOpenApi } from "./setup/openapi-responses";
 import {

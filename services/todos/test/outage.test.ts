@@ -1,4 +1,4 @@
-import { checkRecordedResponses, metricSample } from "@localdecider/service-kit/dist/test-utils";
+import { checkRecordedResponses, metricSample } from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { recorder, todosOpenApi } from "./setup/openapi-responses";
 import { ADMIN_URL, createTestDatabase, type TestDatabase } from "./support/postgres";

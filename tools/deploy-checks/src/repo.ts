@@ -145,10 +145,10 @@ export function parseEnvExample(text: string): EnvExampleEntry[] {
 
 /** The services' config schemas, from their built output: the one list of variables each service reads. */
 export function serviceSchemas(): Record<"todos" | "decider", z.ZodObject> {
-  // Loaded at run time from dist/ (built by `pnpm build` before the tests), not imported from source, so
-  // this package checks exactly what ships.
-  const todos = require("@localdecider/todos/dist/config") as { configSchema: z.ZodObject };
-  const decider = require("@localdecider/decider/dist/config") as { configSchema: z.ZodObject };
+  // Loaded at run time through each package's `./config` export (its dist/, which `pnpm test` builds when
+  // stale), not imported from source, so this package checks exactly what ships.
+  const todos = require("@localdecider/todos/config") as { configSchema: z.ZodObject };
+  const decider = require("@localdecider/decider/config") as { configSchema: z.ZodObject };
   return { todos: todos.configSchema, decider: decider.configSchema };
 }
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { metricSample } from "@localdecider/service-kit/dist/test-utils";
+import { metricSample } from "@localdecider/service-kit/test-utils";
 import type { Browser } from "playwright-core";
 import { launchChromium, renderDocs } from "../src/docs-browser";
 import { REPO_ROOT } from "../src/repo";

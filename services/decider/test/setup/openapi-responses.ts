@@ -3,7 +3,7 @@
  * after the file's tests, checked against the service's own /openapi.json document: a live body that breaks
  * its documented schema, or an undocumented status, fails the test file.
  */
-import { checkRecordedResponses, responseRecorder } from "@localdecider/service-kit/dist/test-utils";
+import { checkRecordedResponses, responseRecorder } from "@localdecider/service-kit/test-utils";
 import { buildDeciderOpenApi } from "../../src/app";
 
 export const recorder = responseRecorder();

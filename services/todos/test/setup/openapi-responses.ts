@@ -6,11 +6,7 @@
  * so its responses are checked against that one.
  */
 import type { OpenApiDocument } from "@localdecider/service-kit";
-import {
-  checkRecordedResponses,
-  type RecordedResponse,
-  responseRecorder,
-} from "@localdecider/service-kit/dist/test-utils";
+import { checkRecordedResponses, type RecordedResponse, responseRecorder } from "@localdecider/service-kit/test-utils";
 import type { RequestHandler } from "express";
 import { buildTodosOpenApi } from "../../src/app";
 import type { TodosAuth } from "../../src/http/auth";
