@@ -86,6 +86,29 @@ describe(".github/workflows/ci.yml", () => {
   });
 });
 
+describe("one build path", () => {
+  const rootPackage = JSON.parse(readRepoFile("package.json")) as { scripts: Record<string, string> };
+
+  it("gives `pnpm test` no install, build, lint or typecheck of its own: scripts/test.js does only what is missing", () => {
+    expect(rootPackage.scripts.test).toBe("node scripts/test.js");
+  });
+
+  it("offers CI's steps in CI's order as one command, `pnpm check`", () => {
+    const test = workflow.jobs.test as Job;
+    const ciSteps = test.steps.map((s) => s.run).filter((run) => run?.startsWith("pnpm "));
+    expect(rootPackage.scripts.check?.split(" && ")).toStrictEqual(ciSteps);
+  });
+
+  it("keeps .ci/run a thin wrapper: install the pinned pnpm if missing, then exactly `pnpm test`", () => {
+    const commands = readRepoFile(".ci", "run")
+      .split("\n")
+      .map((line) => line.trim())
+      .filter((line) => line !== "" && !line.startsWith("#"));
+    expect(commands.at(-1)).toBe("pnpm test");
+    expect(commands.join("\n")).not.toMatch(/apt-get|pg_ctlcluster|chromium/);
+  });
+});
+
 describe(".github/dependabot.yml", () => {
   it("updates npm, both Dockerfiles, the compose files' images and the workflow actions, in folders that exist", () => {
     expect(dependabot.version).toBe(2);
