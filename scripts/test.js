@@ -88,9 +88,15 @@ function buildReason(root = ROOT) {
 
 function pnpm(args) {
   say(`$ pnpm ${args.join(" ")}`);
+  const started = Date.now();
   const result = spawnSync("pnpm", args, { cwd: ROOT, stdio: "inherit", shell: process.platform === "win32" });
   if (result.error) throw result.error;
-  if (result.status !== 0) process.exit(result.status ?? 1);
+  const seconds = Math.round((Date.now() - started) / 1000);
+  if (result.status !== 0) {
+    say(`pnpm ${args.join(" ")} failed after ${seconds} s`);
+    process.exit(result.status ?? 1);
+  }
+  say(`pnpm ${args.join(" ")}: done in ${seconds} s`);
 }
 
 function main() {
