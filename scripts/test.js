@@ -99,22 +99,17 @@ function pnpm(args) {
   say(`pnpm ${args.join(" ")}: done in ${seconds} s`);
 }
 
+/** Runs `pnpm args` when `reason` says why the step is needed; otherwise says it has nothing to do. */
+function step(name, reason, args, upToDate) {
+  if (!reason) return say(`${name}: ${upToDate}`);
+  say(`${name}: ${reason}`);
+  pnpm(args);
+}
+
 function main() {
   const started = Date.now();
-  const install = installReason();
-  if (install) {
-    say(`dependencies: ${install}; installing`);
-    pnpm(["install", "--frozen-lockfile"]);
-  } else {
-    say("dependencies: installed from this pnpm-lock.yaml");
-  }
-  const build = buildReason();
-  if (build) {
-    say(`build: ${build}; building`);
-    pnpm(["run", "build"]);
-  } else {
-    say("build: every package's dist/ is newer than its sources");
-  }
+  step("dependencies", installReason(), ["install", "--frozen-lockfile"], "installed from this pnpm-lock.yaml");
+  step("build", buildReason(), ["run", "build"], "every package's dist/ is newer than its sources");
   pnpm(["-r", "--workspace-concurrency=1", "test"]);
   say(`all suites passed in ${Math.round((Date.now() - started) / 1000)} s`);
 }
