@@ -147,8 +147,32 @@ export const BackendInfo = z.discriminatedUnion("kind", [
 ]);
 export type BackendInfo = z.infer<typeof BackendInfo>;
 
+/**
+ * The decider's calibration as `GET /v1/models` shows it: inactive, or the loaded file's fit date, data size
+ * and temperatures (LOCALDECIDER_CALIBRATION; see calibration.ts).
+ */
+export const ModelsCalibration = z.union([
+  z.strictObject({ active: z.literal(false) }),
+  z.strictObject({
+    active: z.literal(true),
+    method: z.literal("temperature"),
+    version: z.number().int(),
+    fitted_at: z.string(),
+    data: z.object({ records: z.number().int(), answers: z.number().int(), source: z.string().optional() }),
+    temperatures: z.object({
+      types: z.object({ noul: z.number().optional(), choice: z.number().optional(), score: z.number().optional() }),
+      names: z.record(z.string(), z.object({ type: z.enum(["noul", "choice", "score"]), temperature: z.number() })),
+    }),
+  }),
+]);
+export type ModelsCalibration = z.infer<typeof ModelsCalibration>;
+
 /** 200 body of `GET /v1/models` (what the SDK's `models.list()` unwraps: `models`; the rest is ours). */
-export const ModelsResponse = z.object({ models: z.array(ModelCard), backend: BackendInfo.optional() });
+export const ModelsResponse = z.object({
+  models: z.array(ModelCard),
+  backend: BackendInfo.optional(),
+  calibration: ModelsCalibration.optional(),
+});
 export type ModelsResponse = z.infer<typeof ModelsResponse>;
 
 /** 200 body of the decider's `GET /ready`. */

@@ -1,3 +1,4 @@
+export * from "./calibration";
 export * from "./client";
 export * from "./decider";
 export * from "./decider-routes";

@@ -15,6 +15,7 @@ import {
 } from "@localdecider/service-kit";
 import express, { type Express, Router } from "express";
 import { bearerAuth } from "./auth";
+import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
 import { deciderError } from "./errors";
@@ -47,6 +48,8 @@ export interface AppDeps {
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS. */
   allowNoLogprobs: boolean;
   bodyLimit: string | number;
+  /** LOCALDECIDER_CALIBRATION, loaded: applied to every answer and shown by GET /v1/models. */
+  calibration?: Calibration;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
 }
@@ -97,6 +100,7 @@ export function createApp(deps: AppDeps): DeciderApp {
     malformedRetries: deps.malformedRetries,
     upstreamModel: deps.upstreamModel,
     timeoutSeconds: deps.timeoutSeconds,
+    calibration: deps.calibration,
   });
   const app = express();
   app.disable("x-powered-by");
@@ -119,6 +123,7 @@ export function createApp(deps: AppDeps): DeciderApp {
       upstreamModel: deps.upstreamModel,
       describeBackend:
         deps.describeBackend ?? (() => ({ kind: "server", address: deps.upstreamAddress, model: deps.upstreamModel })),
+      calibration: deps.calibration?.describe() ?? { active: false },
     }),
     {
       authenticate: bearerAuth(deps.apiKey),

@@ -54,6 +54,9 @@ export const configSchema = z
     LOCALDECIDER_ALLOW_NO_LOGPROBS: z.stringbool().default(false),
     // Bytes, read from `1mb`, `512kb`, `2m`… (never a bare `2` meaning 2 bytes: below 1 KiB is refused).
     LOCALDECIDER_BODY_LIMIT: byteSize({ min: 1024, fallback: "1mb" }),
+    // Path of a calibration file written by `pnpm decider eval --fit`; unset = answers as the model gives them.
+    // The file itself is checked at boot (a malformed one stops the start, naming the file).
+    LOCALDECIDER_CALIBRATION: z.string().min(1).max(4096).optional(),
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
   })
   .superRefine((config, ctx) => {

@@ -1,6 +1,7 @@
 import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { createBackend } from "./backend";
+import { loadCalibration } from "./calibration/load";
 import { configSchema } from "./config";
 import { UpstreamLimiter } from "./limiter";
 import { PROMPT_VERSION } from "./prompt";
@@ -10,6 +11,9 @@ async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
+  // Before the backend: a bad calibration file stops the start before any model is fetched or loaded.
+  const calibration =
+    config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION);
   const backend = createBackend(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE);
   const { app } = createApp({
@@ -29,6 +33,7 @@ async function main(): Promise<void> {
     timeoutSeconds: config.LOCALDECIDER_TIMEOUT,
     allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
     bodyLimit: config.LOCALDECIDER_BODY_LIMIT,
+    calibration,
   });
   const running = await serve(app, {
     host: config.LOCALDECIDER_HOST,
@@ -51,6 +56,14 @@ async function main(): Promise<void> {
     version: SERVICE_VERSION,
     promptVersion: PROMPT_VERSION,
     auth: config.LOCALDECIDER_API_KEY !== undefined,
+    calibration:
+      calibration === undefined
+        ? "off"
+        : {
+            file: config.LOCALDECIDER_CALIBRATION,
+            fittedAt: calibration.file.fitted_at,
+            ...calibration.describe().temperatures,
+          },
   });
   // After listening: /ready answers (503, with the state) while the model downloads and loads.
   backend.start();

@@ -53,6 +53,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_OUTCOMES_PER_CALL",
       "LOCALDECIDER_ALLOW_NO_LOGPROBS",
       "LOCALDECIDER_BODY_LIMIT",
+      "LOCALDECIDER_CALIBRATION",
       "LOG_LEVEL",
     ]);
     const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
@@ -148,6 +149,8 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["2 bananas", 'not a size: write it like 512kb, 2mb or 1gb (got "2 bananas")'],
       ["-1mb", 'not a size: write it like 512kb, 2mb or 1gb (got "-1mb")'],
     ],
+    // Any path is read at boot (a missing or malformed file stops it: calibration.test.ts); only its length is bounded.
+    LOCALDECIDER_CALIBRATION: [["x".repeat(4097), "Too big: expected string to have <=4096 characters"]],
     LOG_LEVEL: [
       ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
     ],

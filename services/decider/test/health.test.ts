@@ -114,6 +114,7 @@ describe("GET /v1/models", () => {
         },
       ],
       backend: { kind: "server", address: h.upstream, model: "test-model" },
+      calibration: { active: false },
     });
   });
 });

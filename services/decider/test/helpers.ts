@@ -1,6 +1,7 @@
 import { createLogger, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
 import type { Backend } from "../src/backend";
+import type { Calibration } from "../src/calibration/calibration";
 import type { Decider } from "../src/decide/decider";
 import { UpstreamLimiter } from "../src/limiter";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
@@ -62,6 +63,7 @@ export interface HarnessOptions {
   bodyLimit?: string;
   allowNoLogprobs?: boolean;
   logger?: Logger;
+  calibration?: Calibration;
 }
 
 export interface DeciderUnderTest {
@@ -118,6 +120,7 @@ export function deciderOver(
     timeoutSeconds: options.timeoutSeconds ?? 30,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
     bodyLimit: options.bodyLimit ?? "1mb",
+    calibration: options.calibration,
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });
   return { app, decider, limiter, observer, logger, close: () => limiter.stop() };

@@ -1,4 +1,5 @@
 import type { Answer, Question } from "@localdecider/contracts";
+import type { Calibration } from "../calibration/calibration";
 import { argmax, choiceConfidence, scoreStats } from "./math";
 import type { Part, Plan } from "./plan";
 import { recombineChunks } from "./recombine";
@@ -21,8 +22,15 @@ export function chunkDistributions(results: readonly PartResult[]): Map<string, 
   return chunks;
 }
 
-/** Every question's answer from the results of both rounds. */
-export function answersOf(plan: Plan, results: readonly PartResult[]): Record<string, Answer> {
+/**
+ * Every question's answer from the results of both rounds. A calibration (LOCALDECIDER_CALIBRATION) rescales
+ * each question's final distribution before its answer is derived from it.
+ */
+export function answersOf(
+  plan: Plan,
+  results: readonly PartResult[],
+  calibration?: Calibration,
+): Record<string, Answer> {
   const whole = new Map<string, number[]>();
   const finals = new Map<string, number[]>();
   for (const { part, distribution } of results) {
@@ -37,7 +45,7 @@ export function answersOf(plan: Plan, results: readonly PartResult[]): Record<st
         split === undefined
           ? (whole.get(name) as number[])
           : recombineChunks(split, finals.get(name) as number[]).flat();
-      return [name, toAnswer(question, dist)];
+      return [name, toAnswer(question, calibration === undefined ? dist : calibration.apply(name, question, dist))];
     }),
   );
 }

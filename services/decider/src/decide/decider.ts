@@ -1,5 +1,6 @@
 import type { Question, SystemOneResponse } from "@localdecider/contracts";
 import type { AppError, Logger } from "@localdecider/service-kit";
+import type { Calibration } from "../calibration/calibration";
 import { deciderError } from "../errors";
 import { AbortedError, type Reservation, type UpstreamLimiter } from "../limiter";
 import { servedModelName } from "../models";
@@ -24,6 +25,8 @@ export interface DeciderOptions {
   timeoutSeconds: number;
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS: answer from the emitted token alone when a backend sends no logprobs. */
   allowNoLogprobs: boolean;
+  /** LOCALDECIDER_CALIBRATION: temperatures applied to every answer. */
+  calibration?: Calibration;
 }
 
 /** llama.cpp's 500 when calls running at once overflow the context its slots share. */
@@ -153,7 +156,11 @@ export class Decider {
           absent: run.absent,
         });
       }
-      return { model: this.servedModel, answers: answersOf(plan, [...first, ...second]), usage: run.usage };
+      return {
+        model: this.servedModel,
+        answers: answersOf(plan, [...first, ...second], this.options.calibration),
+        usage: run.usage,
+      };
     } catch (err) {
       if (run.timedOut) {
         throw deciderError("upstream_timeout", `the decision did not complete within ${this.options.timeoutSeconds} s`);

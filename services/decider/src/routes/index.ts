@@ -1,4 +1,4 @@
-import type { BackendInfo, DeciderRoutes } from "@localdecider/contracts";
+import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts";
 import type { RouteHandlers } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
 import type { ModelGate } from "../upstream/model-gate";
@@ -12,6 +12,8 @@ export interface RouteDeps {
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
+  /** LOCALDECIDER_CALIBRATION as GET /v1/models shows it. */
+  calibration: ModelsCalibration;
 }
 
 /** One handler per contract in deciderRoutes (@localdecider/contracts); registerRoutes wires them. */
@@ -19,7 +21,7 @@ export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
   return {
     health,
     ready: ready(deps.gate, deps.upstream, deps.upstreamModel),
-    listModels: listModels(deps.upstreamModel, deps.describeBackend),
+    listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration),
     systemOne: systemOne(deps.decider),
   };
 }

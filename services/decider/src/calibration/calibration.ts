@@ -1,0 +1,44 @@
+import {
+  applyTemperature,
+  type CalibrationFile,
+  type ModelsCalibration,
+  type Question,
+  temperatureFor,
+} from "@localdecider/contracts";
+
+/**
+ * A loaded calibration file, applied to every answer's final distribution (answer.ts) before score,
+ * confidence and choice are derived from it, so those stay consistent with the probabilities shown.
+ */
+export class Calibration {
+  constructor(readonly file: CalibrationFile) {}
+
+  /** The question's distribution under its temperature (unchanged when the file holds none for it). */
+  apply(name: string, question: Question, distribution: readonly number[]): number[] {
+    return applyTemperature(distribution, temperatureFor(this.file, name, question.type));
+  }
+
+  /** What GET /v1/models shows: the fit date, the data size and every temperature (no file path). */
+  describe(): Extract<ModelsCalibration, { active: true }> {
+    const { file } = this;
+    const types = Object.fromEntries(
+      Object.entries(file.types).flatMap(([type, fitted]) =>
+        fitted === undefined ? [] : [[type, fitted.temperature]],
+      ),
+    );
+    const names = Object.fromEntries(
+      Object.entries(file.names).map(([name, fitted]) => [
+        name,
+        { type: fitted.type, temperature: fitted.temperature },
+      ]),
+    );
+    return {
+      active: true,
+      method: file.method,
+      version: file.version,
+      fitted_at: file.fitted_at,
+      data: file.data,
+      temperatures: { types, names },
+    };
+  }
+}
