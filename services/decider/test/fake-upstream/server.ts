@@ -42,8 +42,12 @@ export interface AskedQuestion {
   title: string;
 }
 
-/** Target probabilities per label (over all of a question's labels; the fake conditions on those shown). */
-export type Script = (q: AskedQuestion) => Record<string, number>;
+/**
+ * Target probabilities per label (over all of a question's labels; the fake conditions on those shown). The
+ * request body is there for scripts that answer from the state (the evaluation tool's tests). A script that
+ * throws makes the call fail with 500.
+ */
+export type Script = (q: AskedQuestion, body: Record<string, unknown>) => Record<string, number>;
 
 interface Alt {
   token: string;
@@ -301,7 +305,7 @@ export class FakeUpstream {
 
   private complete(body: Record<string, unknown>, fault: Fault | undefined): unknown {
     const { question: q, opened } = FakeUpstream.probed(body);
-    const target = this.script(q);
+    const target = this.script(q, body);
     const weights = q.labels.map((l) => Math.max(0, target[l] ?? 0));
     const total = weights.reduce((a, b) => a + b, 0);
     const probs = weights.map((w) => (total > 0 ? w / total : 1 / weights.length));
