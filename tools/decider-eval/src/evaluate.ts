@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import type { CalibrationFile, QuestionType } from "@localdecider/contracts";
+import { type CalibrationFile, MAX_TEMPERATURE, MIN_TEMPERATURE, type QuestionType } from "@localdecider/contracts";
 import { confidenceHistogramSvg, type ReliabilityPanel, reliabilitySvg, toPng } from "./charts";
 import { CallError, DeciderClient } from "./client";
 import { type BadLine, parseDataset } from "./dataset";
@@ -246,6 +246,21 @@ function fitAndReport(
   if (active?.active === true)
     io.out("The decider already applies a calibration: the file's temperatures include it (products).");
   io.out(`Temperatures (T > 1 softens over-confident answers, T < 1 sharpens):\n${temperatures.join("\n")}`);
+  for (const [type, t] of Object.entries(fitted.types)) {
+    if (t === undefined) continue;
+    if (t.temperature >= MAX_TEMPERATURE * 0.999) {
+      io.out(
+        `  note: ${type} is at the largest temperature (${MAX_TEMPERATURE}): its answers barely beat a uniform guess on these labels`,
+      );
+    } else if (t.temperature <= MIN_TEMPERATURE * 1.001) {
+      io.out(`  note: ${type} is at the smallest temperature (${MIN_TEMPERATURE}): check the labels`);
+    }
+    if (t.count < options.minPerName) {
+      io.out(
+        `  note: ${type} has only ${t.count} training answers (fewer than --min-per-name ${options.minPerName}): its temperature is uncertain`,
+      );
+    }
+  }
   io.out("");
   io.out(formatTable("Held-out, before the fit", before.by_type));
   io.out("");

@@ -12,7 +12,7 @@ import {
 } from "@localdecider/contracts";
 import { logLoss, type Prediction } from "./metrics";
 import type { LabelledAnswer } from "./predictions";
-import { fnv1a } from "./random";
+import { mixedHash } from "./random";
 
 /**
  * The temperature fit. Records (not single answers: a record's answers share a state) are split into a
@@ -23,7 +23,7 @@ import { fnv1a } from "./random";
 
 /** Whether a record belongs to the held-out part: hash(seed, key) / 2^32 below the held-out share. */
 export function isHeldOut(key: string, holdout: number, seed: number): boolean {
-  return fnv1a(`${seed}\u0000${key}`) / 4294967296 < holdout;
+  return mixedHash(`${seed}\u0000${key}`) / 4294967296 < holdout;
 }
 
 /** The predictions under temperature T. */
@@ -83,9 +83,11 @@ export function fitCalibration(train: readonly LabelledAnswer[], options: FitOpt
   for (const a of train) byName.set(a.name, [...(byName.get(a.name) ?? []), a]);
   const names: CalibrationFile["names"] = {};
   for (const [name, list] of [...byName.entries()].sort(([x], [y]) => x.localeCompare(y))) {
-    // A name asked as two types has no one temperature: it keeps its types'.
+    // A name asked as two types has no one temperature: it keeps its types'. A name that is all of its
+    // type's data would only repeat the type's temperature.
     const type = list[0]?.type as QuestionType;
     if (list.length < options.minPerName || list.some((a) => a.type !== type)) continue;
+    if (list.length === types[type]?.count) continue;
     names[name] = { type, temperature: round(fitTemperature(list)), count: list.length };
   }
   return {

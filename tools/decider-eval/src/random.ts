@@ -7,6 +7,17 @@ export function fnv1a(text: string): number {
   return h;
 }
 
+/**
+ * A 32-bit hash whose every bit depends on every input bit: FNV-1a, then MurmurHash3's finaliser. FNV-1a
+ * alone leaves its high bits nearly equal for keys that differ in their last characters (cr-001, cr-002…).
+ */
+export function mixedHash(text: string): number {
+  let h = fnv1a(text);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
 /** Mulberry32: a small, fast generator of numbers in [0, 1) from a 32-bit seed. */
 export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;

@@ -61,7 +61,7 @@ describe("fitTemperature", () => {
 describe("fitCalibration", () => {
   const now = new Date("2026-11-24T10:00:00.000Z");
 
-  it("fits each type, and names with at least the minimum of training answers, into a valid file", () => {
+  it("fits each type, and names with at least the minimum of training answers (and not all of their type), into a valid file", () => {
     const answers = [
       ...exactYesNo(2, "big"),
       ...exactYesNo(4, "small").slice(0, 40),
@@ -74,7 +74,8 @@ describe("fitCalibration", () => {
     expect(Object.keys(file.types)).toStrictEqual(["noul", "score"]);
     expect(file.types.noul?.count).toBe(130);
     expect(file.types.score?.temperature).toBeCloseTo(0.5, 3);
-    expect(Object.keys(file.names)).toStrictEqual(["big", "lvl"]);
+    // "small" has too few answers; "lvl" is all of the score answers, so its temperature would be the type's.
+    expect(Object.keys(file.names)).toStrictEqual(["big"]);
     expect(file.names.big).toStrictEqual({ type: "noul", temperature: expect.closeTo(2, 3), count: 90 });
   });
 
@@ -123,5 +124,12 @@ describe("isHeldOut", () => {
     expect(held.length / keys.length).toBeGreaterThan(0.27);
     expect(held.length / keys.length).toBeLessThan(0.33);
     expect(keys.filter((k) => isHeldOut(k, 0.3, 2))).not.toStrictEqual(held);
+  });
+
+  it("splits short keys that differ only in their last characters (cr-001, cr-002…) evenly too", () => {
+    const keys = Array.from({ length: 200 }, (_, i) => `cr-${String(i + 1).padStart(3, "0")}`);
+    const share = keys.filter((k) => isHeldOut(k, 0.3, 1)).length / keys.length;
+    expect(share).toBeGreaterThan(0.22);
+    expect(share).toBeLessThan(0.38);
   });
 });
