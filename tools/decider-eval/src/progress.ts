@@ -42,7 +42,8 @@ export class Progress {
   private draw(): void {
     if (this.stream === undefined) return;
     if (this.stream.isTTY === true) {
-      this.stream.write(`\r${this.line()}`);
+      // \x1b[K clears what a longer previous line left.
+      this.stream.write(`\r${this.line()}\x1b[K`);
       return;
     }
     const decile = Math.floor((this.done / Math.max(1, this.total)) * 10);
