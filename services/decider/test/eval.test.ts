@@ -48,6 +48,18 @@ function overconfident(h: Harness): void {
   };
 }
 
+/** The CLI's arguments: data, decider, output directory, no progress line, and any others. */
+const evalArgs = (data: string, url: string, out: string, ...more: string[]) => [
+  "--data",
+  data,
+  "--url",
+  url,
+  "--out",
+  out,
+  "--quiet",
+  ...more,
+];
+
 interface CliRun {
   code: number | null;
   stdout: string;
@@ -136,22 +148,9 @@ describe("pnpm decider eval --fit against an over-confident model", () => {
     const data = join(dir, "synthetic.jsonl");
     writeFileSync(data, `${Array.from({ length: 108 }, (_, i) => record(i)).join("\n")}\n`);
     const out = join(dir, "out");
-    const run = await runCli([
-      "--data",
-      data,
-      "--url",
-      served.url,
-      "--out",
-      out,
-      "--fit",
-      "--quiet",
-      "--bootstrap",
-      "200",
-      "--min-per-name",
-      "100000",
-      "--concurrency",
-      "4",
-    ]);
+    const run = await runCli(
+      evalArgs(data, served.url, out, "--fit", "--bootstrap", "200", "--min-per-name", "100000", "--concurrency", "4"),
+    );
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
@@ -211,21 +210,9 @@ describe("pnpm decider eval --fit against an over-confident model", () => {
         temperatures: { types: { noul: t }, names: {} },
       });
       const again = join(dir, "again");
-      const second = await runCli([
-        "--data",
-        data,
-        "--url",
-        service.url,
-        "--out",
-        again,
-        "--fit",
-        "--quiet",
-        "--bootstrap",
-        "0",
-        "--min-per-name",
-        "100000",
-        "--no-charts",
-      ]);
+      const second = await runCli(
+        evalArgs(data, service.url, again, "--fit", "--bootstrap", "0", "--min-per-name", "100000", "--no-charts"),
+      );
       expect(second.code).toBe(0);
       const secondReport = JSON.parse(readFileSync(join(again, "report.json"), "utf8"));
       expect(secondReport.metrics.by_type[0].ece.value).toBeLessThan(report.metrics.by_type[0].ece.value / 4);
@@ -253,19 +240,7 @@ describe("pnpm decider eval with bad lines and a failing service", () => {
     const text = [...good.slice(0, 9), ...bad, ...failing, "", ...good.slice(9)].join("\n");
     writeFileSync(data, text);
     const out = join(dir, "out");
-    const run = await runCli([
-      "--data",
-      data,
-      "--url",
-      served.url,
-      "--out",
-      out,
-      "--quiet",
-      "--retries",
-      "1",
-      "--bootstrap",
-      "50",
-    ]);
+    const run = await runCli(evalArgs(data, served.url, out, "--retries", "1", "--bootstrap", "50"));
     expect(run.code).toBe(0);
     const stderr = run.stderr.split("\n");
     expect(stderr).toContain(`${data}:10: skipped: not JSON: ${errorOf("{not json")}`);
@@ -287,7 +262,7 @@ describe("pnpm decider eval with bad lines and a failing service", () => {
       return { true: q, false: 1 - q };
     };
     const callsBefore = h.fake.calls;
-    const rerun = await runCli(["--data", data, "--url", served.url, "--out", out, "--quiet", "--bootstrap", "0"]);
+    const rerun = await runCli(evalArgs(data, served.url, out, "--bootstrap", "0"));
     expect(rerun.code).toBe(0);
     expect(rerun.stderr).toContain("resuming: 18 record(s) already answered");
     expect(h.fake.calls - callsBefore).toBe(2 * QUESTIONS);
@@ -297,7 +272,7 @@ describe("pnpm decider eval with bad lines and a failing service", () => {
   it("stops with exit code 1 and a clear message when the decider cannot be reached", async () => {
     const data = join(dir, "one.jsonl");
     writeFileSync(data, record(0));
-    const run = await runCli(["--data", data, "--url", "http://127.0.0.1:9", "--out", join(dir, "out"), "--quiet"]);
+    const run = await runCli(evalArgs(data, "http://127.0.0.1:9", join(dir, "out")));
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(
       /^decider eval: the decider at http:\/\/127\.0\.0\.1:9 did not list its models: unreachable: cannot reach/,
@@ -313,7 +288,7 @@ describe("pnpm decider eval interrupted and resumed", () => {
     const out = join(dir, "out");
     const results = join(out, "results.jsonl");
     const first = await runCli(
-      ["--data", data, "--url", served.url, "--out", out, "--concurrency", "1", "--no-charts", "--quiet"],
+      evalArgs(data, served.url, out, "--concurrency", "1", "--no-charts"),
       (child, output) => {
         void (async () => {
           // Hold the model once 10 records are in, interrupt while a request waits on it, then let it finish.
@@ -338,7 +313,7 @@ describe("pnpm decider eval interrupted and resumed", () => {
     );
     expect(existsSync(join(out, "report.json"))).toBe(false);
 
-    const second = await runCli(["--data", data, "--url", served.url, "--out", out, "--no-charts", "--quiet"]);
+    const second = await runCli(evalArgs(data, served.url, out, "--no-charts"));
     expect(second.code).toBe(0);
     expect(second.stderr).toContain(
       `resuming: ${kept} record(s) already answered in ${results}, ${total - kept} to ask`,
