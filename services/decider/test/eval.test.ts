@@ -219,6 +219,14 @@ describe("pnpm decider eval --fit against an over-confident model", () => {
       expect(secondReport.fit.fitted.types.noul.temperature).toBeCloseTo(1, 2);
       const composed = secondReport.fit.calibration.types.noul.temperature;
       expect(Math.abs(composed - OVERCONFIDENCE) / OVERCONFIDENCE).toBeLessThan(0.05);
+      // Resuming the first run's results against the calibrated service would mix two configurations: said.
+      const grown = join(dir, "grown.jsonl");
+      writeFileSync(grown, `${readFileSync(data, "utf8")}${record(108)}\n`);
+      const mixed = await runCli(evalArgs(grown, service.url, out, "--bootstrap", "0", "--no-charts"));
+      expect(mixed.code).toBe(0);
+      expect(mixed.stderr).toContain(
+        `warning: the results in ${join(out, "results.jsonl")} come from 2 configurations (localdecider-0.1.0/test-model, no calibration; localdecider-0.1.0/test-model, calibration fitted ${file.fitted_at}); use a new --out to measure one`,
+      );
     } finally {
       await service.stop();
     }

@@ -115,6 +115,7 @@ export async function runEval(options: EvalOptions, io: EvalIo): Promise<EvalRep
   const run = await runRecords(todo, {
     client,
     model: options.model,
+    calibration: models.calibration?.active === true ? models.calibration.fitted_at : null,
     resultsPath,
     concurrency: options.concurrency,
     retries: options.retries,
@@ -148,6 +149,19 @@ export async function runEval(options: EvalOptions, io: EvalIo): Promise<EvalRep
     const list = labelledAnswers(key, record, result.answers);
     unusable += Object.keys(record.labels).length - list.length;
     answers.push(...list);
+  }
+  const sources = new Set(
+    dataset.records.flatMap(({ key }) => {
+      const r = results.get(key);
+      return r === undefined
+        ? []
+        : [`${r.model}, ${r.calibration == null ? "no calibration" : `calibration fitted ${r.calibration}`}`];
+    }),
+  );
+  if (sources.size > 1) {
+    io.err(
+      `warning: the results in ${resultsPath} come from ${sources.size} configurations (${[...sources].join("; ")}); use a new --out to measure one`,
+    );
   }
   if (answers.length === 0) throw new EvalStop("no labelled answer to measure: every record failed or has no labels");
   const bootstrap = { samples: options.bootstrap, seed: options.seed };

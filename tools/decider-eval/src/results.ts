@@ -16,6 +16,8 @@ export const ResultLine = z.discriminatedUnion("status", [
     line: z.number(),
     status: z.literal("answered"),
     model: z.string(),
+    /** The fit date of the calibration the decider applied (GET /v1/models), or null for none. */
+    calibration: z.string().nullable().optional(),
     answers: z.record(z.string(), Answer),
     at: z.string(),
   }),

@@ -6,6 +6,8 @@ import { appendResult } from "./results";
 export interface RunOptions {
   client: DeciderClient;
   model: string;
+  /** Recorded with each answer: the fit date of the decider's calibration, or null. */
+  calibration: string | null;
   resultsPath: string;
   /** Requests in flight at once. */
   concurrency: number;
@@ -51,6 +53,7 @@ export async function runRecords(records: readonly LoadedRecord[], options: RunO
           line: item.line,
           status: "answered",
           model: response.model,
+          calibration: options.calibration,
           answers: response.answers,
           at: at(),
         });
