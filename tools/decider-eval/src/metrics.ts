@@ -137,9 +137,10 @@ export function summarize(predictions: readonly Prediction[], options: Bootstrap
   if (n === 0) return { count: 0, ...(Object.fromEntries(names.map((m) => [m, null])) as Record<MetricName, null>) };
   const random = seededRandom(options.seed);
   const draws: Record<MetricName, number[]> = Object.fromEntries(names.map((m) => [m, []])) as never;
+  const terms = predictions.map(termsOf);
   for (let s = 0; s < options.samples; s++) {
-    const sample = Array.from({ length: n }, () => predictions[Math.floor(random() * n)] as Prediction);
-    for (const m of names) draws[m].push(METRICS[m](sample));
+    const all = fromTerms(Array.from({ length: n }, () => terms[Math.floor(random() * n)] as Terms));
+    for (const m of names) draws[m].push(all[m]);
   }
   const estimate = (m: MetricName): Estimate => {
     const value = METRICS[m](predictions);
@@ -149,3 +150,52 @@ export function summarize(predictions: readonly Prediction[], options: Bootstrap
   };
   return { count: n, ...(Object.fromEntries(names.map((m) => [m, estimate(m)])) as Record<MetricName, Estimate>) };
 }
+
+/** What every metric needs of one prediction, computed once so that resamples only add them up. */
+interface Terms {
+  correct: number;
+  confidence: number;
+  bin: number;
+  logLoss: number;
+  brier: number;
+}
+
+function termsOf(p: Prediction): Terms {
+  return {
+    correct: isCorrect(p) ? 1 : 0,
+    confidence: confidence(p),
+    bin: binIndex(confidence(p)),
+    logLoss: logLoss([p]),
+    brier: brier([p]),
+  };
+}
+
+/** All five metrics of a resample in one pass; the same definitions as the functions above (tested equal). */
+export function fromTerms(sample: readonly Terms[]): Record<MetricName, number> {
+  const n = sample.length;
+  const bins = Array.from({ length: BIN_COUNT }, () => ({ count: 0, confidence: 0, correct: 0 }));
+  let correct = 0;
+  let loss = 0;
+  let squares = 0;
+  for (const t of sample) {
+    correct += t.correct;
+    loss += t.logLoss;
+    squares += t.brier;
+    const b = bins[t.bin] as (typeof bins)[number];
+    b.count += 1;
+    b.confidence += t.confidence;
+    b.correct += t.correct;
+  }
+  let ece = 0;
+  let mce = 0;
+  for (const b of bins) {
+    if (b.count === 0) continue;
+    const gap = Math.abs(b.correct / b.count - b.confidence / b.count);
+    ece += (b.count / n) * gap;
+    mce = Math.max(mce, gap);
+  }
+  return { accuracy: correct / n, log_loss: loss / n, brier: squares / n, ece, mce };
+}
+
+/** The five metrics through the one-pass path (what the bootstrap uses). */
+export const metricsInOnePass = (predictions: readonly Prediction[]) => fromTerms(predictions.map(termsOf));

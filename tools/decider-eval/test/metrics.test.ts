@@ -5,6 +5,7 @@ import {
   expectedCalibrationError,
   logLoss,
   maximumCalibrationError,
+  metricsInOnePass,
   type Prediction,
   quantile,
   reliabilityBins,
@@ -126,5 +127,21 @@ describe("summarize", () => {
       ece: null,
       mce: null,
     });
+  });
+});
+
+describe("the bootstrap's one-pass metrics", () => {
+  it("equal the metric functions", () => {
+    const mixed: Prediction[] = [
+      ...four,
+      { probabilities: [0.95, 0.05], label: 0 },
+      { probabilities: [1, 0], label: 1 },
+    ];
+    const one = metricsInOnePass(mixed);
+    expect(one.accuracy).toBeCloseTo(accuracy(mixed), 12);
+    expect(one.log_loss).toBeCloseTo(logLoss(mixed), 12);
+    expect(one.brier).toBeCloseTo(brier(mixed), 12);
+    expect(one.ece).toBeCloseTo(expectedCalibrationError(mixed), 12);
+    expect(one.mce).toBeCloseTo(maximumCalibrationError(mixed), 12);
   });
 });
