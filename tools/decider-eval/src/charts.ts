@@ -92,13 +92,19 @@ function countRow(bins: readonly Bin[]): string {
 }
 
 function legend(items: [string, string][]): string {
-  // Inside the plot's upper left, where an over-confident model's bars are lowest.
-  return items
-    .map(([swatch, label], i) => {
-      const y = M.top + 22 + i * 22;
-      return `${swatch.replace(/\{x\}/g, String(M.left + 14)).replace(/\{y\}/g, String(y))}${text(M.left + 44, y + 5, label)}`;
-    })
-    .join("\n");
+  // Inside the plot's upper left, where an over-confident model's bars are lowest, on a white box so that
+  // bars and marker lines behind it do not cross the text (width estimated from the text: about 8 px a letter).
+  const width = 54 + 8 * Math.max(...items.map(([, label]) => label.length));
+  const box = `<rect x="${M.left + 6}" y="${M.top + 8}" width="${width}" height="${items.length * 22 + 6}" fill="#ffffff" fill-opacity="0.9" stroke="#cccccc"/>`;
+  return (
+    box +
+    items
+      .map(([swatch, label], i) => {
+        const y = M.top + 22 + i * 22;
+        return `${swatch.replace(/\{x\}/g, String(M.left + 14)).replace(/\{y\}/g, String(y))}${text(M.left + 44, y + 5, label)}`;
+      })
+      .join("\n")
+  );
 }
 
 function reliabilityPanel(panel: ReliabilityPanel): string {
