@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CalibrationFile } from "@localdecider/contracts";
@@ -280,10 +281,16 @@ describe("pnpm decider eval with bad lines and a failing service", () => {
   it("stops with exit code 1 and a clear message when the decider cannot be reached", async () => {
     const data = join(dir, "one.jsonl");
     writeFileSync(data, record(0));
-    const run = await runCli(evalArgs(data, "http://127.0.0.1:9", join(dir, "out")));
+    // A port that was just free: nothing listens there.
+    const free = createServer();
+    await new Promise<void>((resolve) => free.listen(0, "127.0.0.1", resolve));
+    const port = (free.address() as AddressInfo).port;
+    await new Promise((resolve) => free.close(resolve));
+    const url = `http://127.0.0.1:${port}`;
+    const run = await runCli(evalArgs(data, url, join(dir, "out")));
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(
-      /^decider eval: the decider at http:\/\/127\.0\.0\.1:9 did not list its models: unreachable: cannot reach/,
+    expect(run.stderr).toBe(
+      `decider eval: the decider at ${url} did not list its models: unreachable: GET /v1/models: request failed: connect ECONNREFUSED 127.0.0.1:${port}\n`,
     );
   });
 });
