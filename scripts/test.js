@@ -6,11 +6,13 @@
  *    pnpm-lock.yaml (pnpm keeps a copy of the lockfile it installed from in node_modules/.pnpm/lock.yaml);
  * 2. build: `pnpm run build` only when a package's built entry is missing or older than its sources
  *    (the suites start dist/main.js and import the packages' dist/ through their exports);
- * 3. the suites, one package at a time (`pnpm -r --workspace-concurrency=1 test`). The todos and
+ * 3. lint and typecheck (`pnpm run lint`, `pnpm run typecheck`: a few seconds), unless
+ *    LOCALDECIDER_STATIC_CHECKS=done says the caller already ran them (CI's workflow does, as steps of its own);
+ * 4. the suites, one package at a time (`pnpm -r --workspace-concurrency=1 test`). The todos and
  *    deploy-checks suites find or start PostgreSQL and Chromium themselves (@localdecider/test-env).
  *
- * Lint and typecheck are their own commands (`pnpm check` runs them and then this), so CI runs each step
- * once: its install and build steps leave nothing for steps 1 and 2 to do.
+ * So `pnpm test` alone is the whole gate (what .ci/run runs), and CI runs each step once: its install and
+ * build steps leave nothing for steps 1 and 2 to do, and it marks step 3 done.
  *
  * Plain CommonJS with no dependencies: it runs on a fresh clone, before anything is installed.
  */
@@ -110,6 +112,12 @@ function main() {
   const started = Date.now();
   step("dependencies", installReason(), ["install", "--frozen-lockfile"], "installed from this pnpm-lock.yaml");
   step("build", buildReason(), ["run", "build"], "every package's dist/ is newer than its sources");
+  if (process.env.LOCALDECIDER_STATIC_CHECKS === "done") {
+    say("lint and typecheck: already run (LOCALDECIDER_STATIC_CHECKS=done)");
+  } else {
+    pnpm(["run", "lint"]);
+    pnpm(["run", "typecheck"]);
+  }
   pnpm(["-r", "--workspace-concurrency=1", "test"]);
   say(`all suites passed in ${Math.round((Date.now() - started) / 1000)} s`);
 }

@@ -7,6 +7,7 @@ interface Step {
   uses?: string;
   run?: string;
   with?: Record<string, unknown>;
+  env?: Record<string, string>;
 }
 interface Job {
   services?: Record<string, { image: string }>;
@@ -93,10 +94,17 @@ describe("one build path", () => {
     expect(rootPackage.scripts.test).toBe("node scripts/test.js");
   });
 
-  it("offers CI's steps in CI's order as one command, `pnpm check`", () => {
+  it("lets CI's test step skip the lint and typecheck its own steps already ran, and nothing else", () => {
     const test = workflow.jobs.test as Job;
-    const ciSteps = test.steps.map((s) => s.run).filter((run) => run?.startsWith("pnpm "));
-    expect(rootPackage.scripts.check?.split(" && ")).toStrictEqual(ciSteps);
+    const marked = test.steps.filter((s) => s.env?.LOCALDECIDER_STATIC_CHECKS !== undefined);
+    expect(marked.map((s) => [s.run, s.env?.LOCALDECIDER_STATIC_CHECKS])).toStrictEqual([["pnpm test", "done"]]);
+    const runs = test.steps.map((s) => s.run);
+    expect(runs.indexOf("pnpm run lint")).toBeLessThan(runs.indexOf("pnpm test"));
+    expect(runs.indexOf("pnpm run typecheck")).toBeLessThan(runs.indexOf("pnpm test"));
+    const script = readRepoFile("scripts", "test.js");
+    expect(script).toContain('process.env.LOCALDECIDER_STATIC_CHECKS === "done"');
+    expect(script).toContain('pnpm(["run", "lint"])');
+    expect(script).toContain('pnpm(["run", "typecheck"])');
   });
 
   it("keeps .ci/run a thin wrapper: install the pinned pnpm if missing, then exactly `pnpm test`", () => {
