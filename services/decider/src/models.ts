@@ -9,6 +9,9 @@ export const MODEL_NAME = "localdecider";
  */
 export const MODEL_ALIASES = ["jev-latest", "jev"] as const;
 
+/** The names a request's `model` may give. */
+export const ACCEPTED_MODELS: readonly string[] = [MODEL_NAME, ...MODEL_ALIASES];
+
 export function modelCards(upstreamModel: string): ModelCard[] {
   const description = `Local System One decisions from token logprobs of ${upstreamModel} (localdecider ${SERVICE_VERSION}).`;
   return [

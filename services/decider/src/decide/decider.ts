@@ -1,9 +1,9 @@
-import type { Question, SystemOneResponse } from "@localdecider/contracts";
+import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts";
 import type { AppError, Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import { deciderError } from "../errors";
 import { AbortedError, type Reservation, type UpstreamLimiter } from "../limiter";
-import { servedModelName } from "../models";
+import { ACCEPTED_MODELS, servedModelName } from "../models";
 import type { DeciderObserver } from "../observer";
 import { renderPrompt } from "../prompt";
 import type { ModelGate } from "../upstream/model-gate";
@@ -92,8 +92,12 @@ export class Decider {
     return servedModelName(this.options.upstreamModel);
   }
 
-  /** The use case: check the model, plan, admit (or refuse whole), decide. */
-  async answer(state: unknown, questions: Record<string, Question>, signal: AbortSignal): Promise<SystemOneResponse> {
+  /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
+  async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
+    const { model, state, questions } = request;
+    if (!ACCEPTED_MODELS.includes(model)) {
+      throw deciderError("unknown_model", `Unknown model "${model}"; available models: ${ACCEPTED_MODELS.join(", ")}`);
+    }
     await this.options.gate.assertServed();
     const plan = planRequest(questions, {
       ...this.options.limits,
