@@ -17,6 +17,8 @@ import { decisionBody, median } from "./workload";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 40);
 const CLIENTS = 4;
+/** LOCALDECIDER_THREADS for the decider: BENCH_THREADS, else 1. */
+const THREADS = process.env.BENCH_THREADS ?? "1";
 const WARMUP: Record<number, number> = { 1: 100, 16: 10 };
 
 function memoryMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
@@ -61,8 +63,8 @@ async function main(): Promise<void> {
       LOCALDECIDER_PORT: String(port),
       LOCALDECIDER_MODEL: model,
       LOCALDECIDER_GPU: "cpu",
-      // One thread per evaluation: for a model this small more threads only wait on each other.
-      LOCALDECIDER_THREADS: process.env.BENCH_THREADS ?? "1",
+      // One thread per evaluation by default: for a model this small more threads only wait on each other.
+      LOCALDECIDER_THREADS: THREADS,
       LOG_LEVEL: "info",
     },
   });
@@ -103,7 +105,7 @@ async function main(): Promise<void> {
     }
     const peak = memoryMiB(decider.pid as number, "VmHWM");
     process.stdout.write(
-      `decider on its embedded engine (tiny generated model, ${path.basename(model)}, F16, 58.6 MB), MAX_INFLIGHT 2, 1 thread per evaluation\n\n` +
+      `decider on its embedded engine (tiny generated model, ${path.basename(model)}, F16, 58.6 MB), MAX_INFLIGHT 2, LOCALDECIDER_THREADS=${THREADS}\n\n` +
         `start: listening after ${listenMs.toFixed(0)} ms, first ready /ready after ${readyMs.toFixed(0)} ms\n` +
         `memory: ${rssReady.toFixed(0)} MiB resident once ready, ${peak.toFixed(0)} MiB peak after the runs\n\n` +
         `| questions | median ms (sequential) | requests/s sequential | requests/s, ${CLIENTS} clients | questions/s, ${CLIENTS} clients |\n` +
