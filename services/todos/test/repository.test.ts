@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type pg from "pg";
 import { openStorage } from "../src/storage/open-storage";
 import type { TodoRecord, TodoRepository } from "../src/storage/repository";
 
@@ -87,6 +88,26 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     expect(observed).toStrictEqual([["todoItem.create", false]]);
   });
 
+  it("when the same statements run again on a connection, they run as named prepared statements", async () => {
+    let pool: pg.Pool | undefined;
+    const other = await openStorage({ databaseUrl: db.url, dataDir: "unused", onPool: (p) => (pool = p) });
+    try {
+      const user = `prepared-${randomUUID()}`;
+      // One at a time, so the pool hands back its one idle connection each time (and to the check below).
+      const created = await other.create(user, { title: "x", completed: false });
+      expect(await other.list(user)).toStrictEqual([created]);
+      expect(await other.list(user)).toStrictEqual([created]);
+      const names = await pool?.query<{ name: string; statement: string }>(
+        `SELECT "name", "statement" FROM pg_prepared_statements WHERE "name" LIKE 'todos_%'`,
+      );
+      const statements = names?.rows.map((r) => r.statement) ?? [];
+      expect(statements.some((sql) => sql.includes("INSERT INTO"))).toBe(true);
+      expect(statements.some((sql) => sql.includes('ORDER BY "createdAt" ASC'))).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("when closed, releases every database connection", async () => {
     const url = new URL(db.url);
     url.searchParams.set("application_name", "todos-close-test");
@@ -142,3 +163,40 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository.list on $name", (mode) => {
 function order(a: TodoRecord, b: TodoRecord): number {
   return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
+
+describe.each(STORAGE_MODES)("PrismaTodoRepository under 50 concurrent operations on $name", (mode) => {
+  let location: StorageLocation;
+  let repository: TodoRepository;
+
+  beforeAll(async () => {
+    location = await mode.locate();
+    repository = await openStorage(location.options);
+  });
+
+  afterAll(async () => {
+    await repository?.close();
+    await location?.dispose();
+  });
+
+  it("when creates, lists and a failing write are asked for at once, then each gets its own answer and nothing is lost", async () => {
+    const user = `burst-${randomUUID()}`;
+    const creates = Array.from({ length: 40 }, (_, i) =>
+      repository.create(user, { title: `item ${i}`, completed: false }),
+    );
+    const lists = Array.from({ length: 9 }, () => repository.list(user));
+    const failing = repository.create(user, { title: "x".repeat(501), completed: false });
+    const [created, listed, failed] = await Promise.all([
+      Promise.all(creates),
+      Promise.all(lists),
+      failing.then(
+        () => "stored",
+        () => "refused",
+      ),
+    ]);
+    expect(failed).toBe("refused");
+    expect(created.map((r) => r.title)).toStrictEqual(Array.from({ length: 40 }, (_, i) => `item ${i}`));
+    for (const list of listed) expect(list.length).toBeLessThanOrEqual(40);
+    const all = await repository.list(user);
+    expect(new Set(all.map((r) => r.id))).toStrictEqual(new Set(created.map((r) => r.id)));
+  });
+});

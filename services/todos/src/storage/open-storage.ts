@@ -9,6 +9,8 @@ import { lockDataDir } from "./data-dir-lock";
 import { loadMigrations, type MigrationConnection, migrate, noteCleanupFailure } from "./migrate";
 import { PrismaTodoRepository } from "./prisma-repository";
 import type { QueryObserver, TodoRepository } from "./repository";
+import { statementNames } from "./statement-names";
+import { TurnQueue } from "./turn-queue";
 
 /**
  * Pool limits, fixed rather than configured (the issue's config list is closed): a dead or unreachable
@@ -26,6 +28,14 @@ export const POOL_SETTINGS = {
   /** Idle connections are closed after this long. */
   idleTimeoutMillis: 30_000,
 } as const;
+
+/**
+ * Prisma client options for both storage modes. `errorFormat: "minimal"`: with any other format Prisma
+ * creates an Error (a captured stack trace) on every query to point a failure at its caller's source line,
+ * which measured 10-20% of Prisma's CPU per query here (README, "Performance"). Our errors are logged by
+ * the error middleware with their own stack; minimal messages also keep source code out of the log.
+ */
+const CLIENT_OPTIONS = { errorFormat: "minimal" } as const;
 
 export interface StorageOptions {
   /** PostgreSQL URL; when undefined the embedded PGlite database in dataDir is used. */
@@ -58,8 +68,9 @@ async function openPostgres(databaseUrl: string, options: StorageOptions): Promi
     onPoolError,
     onConnectionError: onPoolError,
     disposeExternalPool: true,
+    statementNameGenerator: statementNames(),
   });
-  const prisma = new PrismaClient({ adapter });
+  const prisma = new PrismaClient({ adapter, ...CLIENT_OPTIONS });
   return new PrismaTodoRepository({
     prisma,
     kind: "postgres",
@@ -105,7 +116,7 @@ async function openPglite(options: StorageOptions): Promise<TodoRepository> {
     throw err;
   }
   const opened = db;
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(opened) });
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(opened), ...CLIENT_OPTIONS });
   const release = async () => {
     try {
       await opened.close();
@@ -113,7 +124,13 @@ async function openPglite(options: StorageOptions): Promise<TodoRepository> {
       await unlock();
     }
   };
-  return new PrismaTodoRepository({ prisma, kind: "pglite", release, onQuery: options.onQuery });
+  return new PrismaTodoRepository({
+    prisma,
+    kind: "pglite",
+    release,
+    onQuery: options.onQuery,
+    queue: new TurnQueue(),
+  });
 }
 
 export async function migratePglite(db: PGlite): Promise<string[]> {

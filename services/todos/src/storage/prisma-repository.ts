@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient } from "../generated/prisma/client";
 import type { NewTodo, Page, QueryObserver, StorageKind, TodoPatch, TodoRecord, TodoRepository } from "./repository";
+import type { TurnQueue } from "./turn-queue";
 
 // Only what the API shows: the owner column never leaves the repository.
 const columns = { id: true, title: true, completed: true, createdAt: true, updatedAt: true } as const;
@@ -10,6 +11,8 @@ export interface PrismaTodoRepositoryOptions {
   /** Releases what sits under the client (pg pool, PGlite) after the client has disconnected. */
   release: () => Promise<void>;
   onQuery?: QueryObserver | undefined;
+  /** Runs every operation through this queue, one at a time (the embedded database: see turn-queue.ts). */
+  queue?: TurnQueue | undefined;
 }
 
 /** The one TodoRepository: Prisma over a driver adapter (pg for PostgreSQL, PGlite embedded). */
@@ -18,6 +21,7 @@ export class PrismaTodoRepository implements TodoRepository {
   private readonly prisma: PrismaClient;
   private readonly release: () => Promise<void>;
   private readonly onQuery: QueryObserver | undefined;
+  private readonly queue: TurnQueue | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(options: PrismaTodoRepositoryOptions) {
@@ -25,6 +29,7 @@ export class PrismaTodoRepository implements TodoRepository {
     this.kind = options.kind;
     this.release = options.release;
     this.onQuery = options.onQuery;
+    this.queue = options.queue;
   }
 
   list(userId: string, page?: Page): Promise<TodoRecord[]> {
@@ -91,7 +96,14 @@ export class PrismaTodoRepository implements TodoRepository {
     return this.closing;
   }
 
-  private async timed<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  private timed<T>(operation: string, run: () => Promise<T>): Promise<T> {
+    // The duration observed is the operation's own, not its wait in the queue (the HTTP histogram has both).
+    return this.queue === undefined
+      ? this.observed(operation, run)
+      : this.queue.run(() => this.observed(operation, run));
+  }
+
+  private async observed<T>(operation: string, run: () => Promise<T>): Promise<T> {
     if (this.onQuery === undefined) return run();
     const started = process.hrtime.bigint();
     let ok = false;
