@@ -1,14 +1,6 @@
 import { existsSync } from "node:fs";
-import { MAIN, startService } from "./support/service-process";
+import { MAIN, pgliteEnv, startService } from "./support/service-process";
 import { pgliteMode, type StorageLocation } from "./support/storage-modes";
-
-const pgliteEnv = (dataDir: string) => ({
-  ...process.env,
-  TODOS_PORT: "0",
-  TODOS_DATA_DIR: dataDir,
-  LOG_LEVEL: "info",
-  DATABASE_URL: "",
-});
 
 /** Writers at once, and acknowledged creates after which the process is killed (bounded either way). */
 const WRITERS = 50;

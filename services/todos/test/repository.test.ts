@@ -132,7 +132,7 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
   });
 });
 
-describe.each(STORAGE_MODES)("PrismaTodoRepository.list on $name", (mode) => {
+describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
   let location: StorageLocation;
   let repository: TodoRepository;
 
@@ -158,25 +158,6 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository.list on $name", (mode) => {
     expect(await repository.list(user, { limit: 2, offset: 1 })).toStrictEqual(all.slice(1, 3));
     expect(await repository.list(user, { limit: 1, offset: 3 })).toStrictEqual([]);
   });
-});
-
-function order(a: TodoRecord, b: TodoRecord): number {
-  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-}
-
-describe.each(STORAGE_MODES)("PrismaTodoRepository under 50 concurrent operations on $name", (mode) => {
-  let location: StorageLocation;
-  let repository: TodoRepository;
-
-  beforeAll(async () => {
-    location = await mode.locate();
-    repository = await openStorage(location.options);
-  });
-
-  afterAll(async () => {
-    await repository?.close();
-    await location?.dispose();
-  });
 
   it("when creates, lists and a failing write are asked for at once, then each gets its own answer and nothing is lost", async () => {
     const user = `burst-${randomUUID()}`;
@@ -200,3 +181,7 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository under 50 concurrent operation
     expect(new Set(all.map((r) => r.id))).toStrictEqual(new Set(created.map((r) => r.id)));
   });
 });
+
+function order(a: TodoRecord, b: TodoRecord): number {
+  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}

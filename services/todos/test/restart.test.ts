@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import http from "node:http";
 import request from "supertest";
-import { MAIN, startService } from "./support/service-process";
+import { MAIN, pgliteEnv, startService } from "./support/service-process";
 import { buildApp, pgliteMode, STORAGE_MODES, type StorageLocation } from "./support/storage-modes";
 
 describe.each(STORAGE_MODES)("restarting the service on $name", (mode) => {
@@ -26,14 +26,6 @@ describe.each(STORAGE_MODES)("restarting the service on $name", (mode) => {
       await second.repository.close();
     }
   });
-});
-
-const pgliteEnv = (dataDir: string) => ({
-  ...process.env,
-  TODOS_PORT: "0",
-  TODOS_DATA_DIR: dataDir,
-  LOG_LEVEL: "info",
-  DATABASE_URL: "",
 });
 
 describe("the built service process", () => {

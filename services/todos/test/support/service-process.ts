@@ -4,6 +4,11 @@ import path from "node:path";
 /** The built service as a real process (dist/main.js, built by `pnpm test` before Jest runs). */
 export const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
 
+/** The environment of a built service on the embedded PGlite database in `dataDir`, on a free port. */
+export function pgliteEnv(dataDir: string): NodeJS.ProcessEnv {
+  return { ...process.env, TODOS_PORT: "0", TODOS_DATA_DIR: dataDir, LOG_LEVEL: "info", DATABASE_URL: "" };
+}
+
 export interface RunningService {
   child: ChildProcess;
   port: number;
