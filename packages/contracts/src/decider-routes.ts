@@ -27,12 +27,12 @@ export const deciderRoutes = {
   ready: {
     method: "get",
     path: "/ready",
-    summary: "Readiness: the model server lists the configured model",
+    summary: "Readiness: the model server lists the configured model (and the shared limits answer, when set)",
     auth: "none",
     responses: {
       200: { description: "Ready", schema: DeciderReadyResponse },
       503: error(
-        "Backend unreachable, answering 404 (`inference backend returned HTTP 404`), or not serving the model",
+        "Backend unreachable, answering 404 (`inference backend returned HTTP 404`), or not serving the model; or, with LOCALDECIDER_REDIS_URL, the shared limits unreachable (`limiter_unavailable`)",
       ),
     },
   },

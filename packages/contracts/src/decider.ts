@@ -199,6 +199,7 @@ export const DECIDER_ERROR_STATUS = {
   upstream_busy: 503,
   model_unavailable: 503,
   backend_not_ready: 503,
+  limiter_unavailable: 503,
   upstream_timeout: 504,
 } as const;
 export const DeciderErrorCode = z.enum(

@@ -119,6 +119,7 @@ export function createApp(deps: AppDeps): DeciderApp {
     deciderHandlers({
       decider,
       gate,
+      limiter: deps.limiter,
       upstream: deps.upstreamAddress,
       upstreamModel: deps.upstreamModel,
       describeBackend:

@@ -42,6 +42,20 @@ export const configSchema = z
     // takes one per 20 labels, plus one), so this also caps the questions of one request.
     // 0 would refuse every request.
     LOCALDECIDER_MAX_QUEUE: int(1, 1_000_000, 256),
+    // Set: every replica with this Redis and prefix shares MAX_INFLIGHT (per model server) and MAX_QUEUE.
+    // Unset: this process's limits alone, and no Redis client is loaded.
+    LOCALDECIDER_REDIS_URL: z
+      .url({ protocol: /^rediss?$/, error: "must be a redis:// or rediss:// URL" })
+      .max(2048)
+      .optional(),
+    // Every key and channel starts with it: deployments (or tests) sharing one Redis keep apart.
+    LOCALDECIDER_REDIS_PREFIX: z
+      .string()
+      .regex(/^[\w:.-]{1,100}$/, "must be 1-100 letters, digits, `_`, `-`, `.` or `:`")
+      .default("localdecider:"),
+    // A replica not heard from for this long (killed, frozen, cut off) loses its reservations; each
+    // replica renews its lease every third of it. Longer than any pause of a replica's event loop.
+    LOCALDECIDER_REDIS_LEASE_MS: int(1000, 600_000, 15_000),
     LOCALDECIDER_MALFORMED_RETRIES: int(0, 10, 2),
     // Kept so that existing configurations still boot: since prompt version 2 every call decodes one token.
     LOCALDECIDER_MAX_OUTPUT_TOKENS: int(16, 1_000_000, 2048),
@@ -66,6 +80,16 @@ export const configSchema = z
       ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_MODEL"], message: (err as Error).message });
     }
     if (config.LOCALDECIDER_UPSTREAM === undefined) {
+      // zod runs this even when a field failed; an invalid URL has its own message already.
+      const redis = config.LOCALDECIDER_REDIS_URL;
+      if (redis !== undefined && URL.canParse(redis) && /^rediss?:$/.test(new URL(redis).protocol)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["LOCALDECIDER_REDIS_URL"],
+          message:
+            "is set but LOCALDECIDER_UPSTREAM is not: each replica's embedded engine is its own model server, so there is no shared one to limit",
+        });
+      }
       if (config.LOCALDECIDER_UPSTREAM_API_KEY !== undefined) {
         ctx.addIssue({
           code: "custom",

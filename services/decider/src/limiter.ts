@@ -25,6 +25,37 @@ export class AbortedError extends Error {
   }
 }
 
+/** The shared limits (Redis) could not be asked: nothing more is admitted until they answer again. */
+export class LimiterUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "LimiterUnavailableError";
+  }
+}
+
+/**
+ * Limits shared with other replicas (redis-limits.ts, when LOCALDECIDER_REDIS_URL is set). The in-process
+ * limiter keeps its own queue, fairness and lone calls, and asks these, atomically, for the counts that
+ * span replicas: calls queued (MAX_QUEUE) and calls running on the model server (MAX_INFLIGHT). Each
+ * method throws LimiterUnavailableError when the store cannot be asked; none ever admits on a failure.
+ */
+export interface SharedLimits {
+  /** Reserves `calls` queued calls across replicas; otherwise the calls queued or running there now. */
+  reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }>;
+  /**
+   * Waits for `weight` running slots across replicas, turning one of this request's queued calls into a
+   * running one when `fromQueue`. `alone` (a lone call) holds off every other replica's calls while it waits.
+   */
+  acquire(weight: number, options: { fromQueue: boolean; alone: boolean; signal: AbortSignal }): Promise<void>;
+  /** Frees `weight` running slots. */
+  release(weight: number): void;
+  /** Returns queued calls that will not run. */
+  unreserve(calls: number): void;
+  /** Undefined when the shared limits answer; otherwise why not (for /ready). */
+  unavailable(): Promise<string | undefined>;
+  close(): Promise<void>;
+}
+
 /**
  * Bottleneck 2.19.5's in-process datastore yields to the event loop with `setTimeout(0)` around each of
  * its operations, and Node gives a 0 ms timer a 1 ms floor: about 5 ms per scheduled call (measured with
@@ -93,6 +124,8 @@ export class UpstreamLimiter {
   constructor(
     private readonly maxInflight: number,
     readonly maxQueue: number,
+    /** Unset: this process's limits alone (no Redis, nothing else loaded). */
+    private readonly shared?: SharedLimits,
   ) {
     this.bottleneck = new Bottleneck({ maxConcurrent: maxInflight });
     yieldWithoutTimerFloor(this.bottleneck);
@@ -108,28 +141,57 @@ export class UpstreamLimiter {
     return { queued: this.reserved, running: this.running };
   }
 
-  /** Reserves `calls` upstream calls, or returns undefined when they would overflow the queue. */
-  tryReserve(calls: number): Reservation | undefined {
-    if (this.reserved + calls > this.maxQueue) return undefined;
+  /** Undefined when this limiter can admit work; otherwise why not (the shared limits do not answer). */
+  async unavailable(): Promise<string | undefined> {
+    return this.shared?.unavailable();
+  }
+
+  /**
+   * Reserves `calls` upstream calls, or says how many calls are queued or running ahead when they would
+   * overflow the queue (here, or across replicas with shared limits). Throws LimiterUnavailableError when
+   * the shared limits cannot be asked.
+   */
+  async tryReserve(calls: number): Promise<{ reservation: Reservation } | { ahead: number }> {
+    const shared = this.shared;
+    if (shared === undefined) {
+      if (this.reserved + calls > this.maxQueue) return { ahead: this.reserved + this.running };
+    } else {
+      const answer = await shared.reserve(calls);
+      if (!answer.ok) return { ahead: answer.ahead };
+    }
     this.reserved += calls;
     let left = calls;
-    const take = () => {
-      if (left > 0) {
-        left -= 1;
-        this.reserved -= 1;
-      }
+    const take = (): boolean => {
+      if (left === 0) return false;
+      left -= 1;
+      this.reserved -= 1;
+      return true;
     };
     const job =
-      <T>(fn: () => Promise<T>, signal: AbortSignal, onStart: () => void) =>
+      <T>(fn: () => Promise<T>, signal: AbortSignal, alone: boolean, onStart: () => boolean) =>
       async (): Promise<T> => {
-        onStart();
+        const fromQueue = onStart();
+        const weight = alone ? this.maxInflight : 1;
         // A call whose client went away while it waited never reaches the upstream.
-        if (signal.aborted) throw new AbortedError();
+        if (signal.aborted) {
+          if (fromQueue) shared?.unreserve(1);
+          throw new AbortedError();
+        }
+        if (shared !== undefined) {
+          // This process's slot is held meanwhile: its queue order stays Bottleneck's.
+          try {
+            await shared.acquire(weight, { fromQueue, alone, signal });
+          } catch (err) {
+            if (fromQueue) shared.unreserve(1);
+            throw err;
+          }
+        }
         this.running += 1;
         try {
           return await fn();
         } finally {
           this.running -= 1;
+          shared?.release(weight);
         }
       };
     // Fairness: at most `maxInflight` of this request's calls are in Bottleneck's FIFO at a time; the
@@ -149,20 +211,20 @@ export class UpstreamLimiter {
       if (next === undefined) submitted -= 1;
       else next(); // the finished call's turn goes to the next one
     };
-    return {
+    const reservation: Reservation = {
       run: async <T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> => {
         if (signal.aborted) {
-          take();
+          if (take()) shared?.unreserve(1);
           throw new AbortedError();
         }
         await turn();
         try {
           // A call whose request ended while it waited for its turn does not queue behind other requests.
           if (signal.aborted) {
-            take();
+            if (take()) shared?.unreserve(1);
             throw new AbortedError();
           }
-          return await this.bottleneck.schedule(job(fn, signal, take));
+          return await this.bottleneck.schedule(job(fn, signal, false, take));
         } finally {
           pass();
         }
@@ -173,23 +235,25 @@ export class UpstreamLimiter {
         // ahead of waiting calls (the default is 5), so it waits for the running ones only.
         return this.bottleneck.schedule(
           { weight: this.maxInflight, priority: 0 },
-          job(fn, signal, () => {}),
+          job(fn, signal, true, () => false),
         );
       },
       release: () => {
         this.reserved -= left;
+        if (left > 0) shared?.unreserve(left);
         left = 0;
       },
     };
+    return { reservation };
   }
 
-  /** Seconds a refused client should wait: the queue ahead drained at the observed pace, at least 1. */
-  retryAfterSeconds(averageCallMs: number): number {
-    const ahead = this.reserved + this.running;
+  /** Seconds a refused client should wait: the calls ahead drained at the observed pace, at least 1. */
+  retryAfterSeconds(ahead: number, averageCallMs: number): number {
     return Math.max(1, Math.ceil((ahead * averageCallMs) / this.maxInflight / 1000));
   }
 
   async stop(): Promise<void> {
     await this.bottleneck.stop({ dropWaitingJobs: false });
+    await this.shared?.close();
   }
 }

@@ -2,8 +2,8 @@ import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@
 import { createApp } from "./app";
 import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
-import { configSchema } from "./config";
-import { UpstreamLimiter } from "./limiter";
+import { type Config, configSchema } from "./config";
+import { type SharedLimits, UpstreamLimiter } from "./limiter";
 import { PROMPT_VERSION } from "./prompt";
 import { SERVICE_VERSION } from "./version";
 
@@ -15,7 +15,8 @@ async function main(): Promise<void> {
   const calibration =
     config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION);
   const backend = createBackend(config, logger);
-  const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE);
+  const shared = await sharedLimits(config, backend.display, logger);
+  const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE, shared);
   const { app } = createApp({
     upstream: backend.upstream,
     probe: backend.probe,
@@ -40,7 +41,7 @@ async function main(): Promise<void> {
     port: config.LOCALDECIDER_PORT,
     logger,
     onClose: async () => {
-      limiter.stop();
+      await limiter.stop();
       await backend.close();
     },
     // In-flight decisions may legitimately take up to one upstream timeout.
@@ -64,9 +65,30 @@ async function main(): Promise<void> {
             fittedAt: calibration.file.fitted_at,
             ...calibration.describe().temperatures,
           },
+    limits: shared === undefined ? "this process" : "shared through Redis",
   });
   // After listening: /ready answers (503, with the state) while the model downloads and loads.
   backend.start();
+}
+
+/** The Redis-shared limits when LOCALDECIDER_REDIS_URL is set; ioredis is loaded only then. */
+async function sharedLimits(
+  config: Config,
+  server: string,
+  logger: ReturnType<typeof createLogger>,
+): Promise<SharedLimits | undefined> {
+  const url = config.LOCALDECIDER_REDIS_URL;
+  if (url === undefined) return undefined;
+  const { RedisLimits } = await import("./redis-limits.js");
+  return new RedisLimits({
+    url,
+    prefix: config.LOCALDECIDER_REDIS_PREFIX,
+    server,
+    maxInflight: config.LOCALDECIDER_MAX_INFLIGHT,
+    maxQueue: config.LOCALDECIDER_MAX_QUEUE,
+    leaseMs: config.LOCALDECIDER_REDIS_LEASE_MS,
+    logger,
+  });
 }
 
 main().catch((err: unknown) => {

@@ -20,6 +20,8 @@ describe("configSchema", () => {
       LOCALDECIDER_TIMEOUT: 180,
       LOCALDECIDER_MAX_INFLIGHT: 2,
       LOCALDECIDER_MAX_QUEUE: 256,
+      LOCALDECIDER_REDIS_PREFIX: "localdecider:",
+      LOCALDECIDER_REDIS_LEASE_MS: 15000,
       LOCALDECIDER_MALFORMED_RETRIES: 2,
       LOCALDECIDER_MAX_OUTPUT_TOKENS: 2048,
       LOCALDECIDER_QUESTIONS_PER_CALL: 16,
@@ -47,6 +49,9 @@ describe("configSchema", () => {
       "LOCALDECIDER_TIMEOUT",
       "LOCALDECIDER_MAX_INFLIGHT",
       "LOCALDECIDER_MAX_QUEUE",
+      "LOCALDECIDER_REDIS_URL",
+      "LOCALDECIDER_REDIS_PREFIX",
+      "LOCALDECIDER_REDIS_LEASE_MS",
       "LOCALDECIDER_MALFORMED_RETRIES",
       "LOCALDECIDER_MAX_OUTPUT_TOKENS",
       "LOCALDECIDER_QUESTIONS_PER_CALL",
@@ -133,6 +138,19 @@ describe("every variable refuses values that can never work, naming itself", () 
     LOCALDECIDER_MAX_QUEUE: [
       ["0", "Too small: expected number to be >=1"],
       ["2.5", "Invalid input: expected int, received number"],
+    ],
+    LOCALDECIDER_REDIS_URL: [
+      ["http://127.0.0.1:6379", "must be a redis:// or rediss:// URL"],
+      // Alone it has no model server to share: the embedded engine runs in each replica.
+      [
+        "redis://127.0.0.1:6379",
+        "is set but LOCALDECIDER_UPSTREAM is not: each replica's embedded engine is its own model server, so there is no shared one to limit",
+      ],
+    ],
+    LOCALDECIDER_REDIS_PREFIX: [["my prefix", "must be 1-100 letters, digits, `_`, `-`, `.` or `:`"]],
+    LOCALDECIDER_REDIS_LEASE_MS: [
+      ["500", "Too small: expected number to be >=1000"],
+      ["1000000", "Too big: expected number to be <=600000"],
     ],
     LOCALDECIDER_MALFORMED_RETRIES: [["-1", "Too small: expected number to be >=0"]],
     LOCALDECIDER_MAX_OUTPUT_TOKENS: [["8", "Too small: expected number to be >=16"]],

@@ -2,7 +2,7 @@ import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contract
 import type { AppError, Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import { deciderError } from "../errors";
-import { AbortedError, type Reservation, type UpstreamLimiter } from "../limiter";
+import { AbortedError, LimiterUnavailableError, type Reservation, type UpstreamLimiter } from "../limiter";
 import { ACCEPTED_MODELS, servedModelName } from "../models";
 import type { DeciderObserver } from "../observer";
 import { renderPrompt } from "../prompt";
@@ -103,12 +103,12 @@ export class Decider {
       ...this.options.limits,
       outcomesPerPart: this.options.upstream.outcomesPerPart,
     });
-    const reservation = this.admit(plan);
+    const reservation = await this.admit(plan);
     return this.decide(state, plan, reservation, signal);
   }
 
   /** Reserves every call of the plan, or throws the error that refuses the request whole. */
-  private admit(plan: Plan): Reservation {
+  private async admit(plan: Plan): Promise<Reservation> {
     // Refusing with 429 what can never fit would make well-behaved clients retry forever.
     if (!this.options.limiter.fits(plan.callCount)) {
       throw deciderError(
@@ -116,15 +116,20 @@ export class Decider {
         `this request needs ${plan.callCount} upstream calls but at most ${this.options.limiter.maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
       );
     }
-    const reservation = this.options.limiter.tryReserve(plan.callCount);
-    if (reservation === undefined) {
+    let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
+    try {
+      answer = await this.options.limiter.tryReserve(plan.callCount);
+    } catch (err) {
+      throw limiterAppError(err);
+    }
+    if ("ahead" in answer) {
       this.options.observer.queueRejected();
-      const retryAfter = this.options.limiter.retryAfterSeconds(this.averageCallMs);
+      const retryAfter = this.options.limiter.retryAfterSeconds(answer.ahead, this.averageCallMs);
       throw deciderError("queue_full", `too many decisions queued; retry in ${retryAfter} s`, {
         headers: { "Retry-After": String(retryAfter) },
       });
     }
-    return reservation;
+    return answer.reservation;
   }
 
   private async decide(
@@ -216,7 +221,7 @@ export class Decider {
         throw upstreamAppError(err, this.options.timeoutSeconds);
       }
       if (err instanceof AbortedError) throw deciderError("request_aborted", "request cancelled");
-      throw err;
+      throw limiterAppError(err);
     }
   }
 
@@ -287,6 +292,15 @@ export class Decider {
     const emitted = result.emitted === null ? undefined : outcomeOfToken(result.emitted.token, probe.reading);
     return emitted === undefined ? undefined : part.options.map((_, i) => (i === emitted ? 1 : 0));
   }
+}
+
+/** The shared limits' failure as the client's 503; any other error as it is. */
+function limiterAppError(err: unknown): unknown {
+  if (!(err instanceof LimiterUnavailableError)) return err;
+  return deciderError("limiter_unavailable", `${err.message}; no new work is admitted until it answers again`, {
+    headers: { "Retry-After": "1" },
+    cause: err,
+  });
 }
 
 function isSharedContextOverflow(err: UpstreamError): boolean {

@@ -1,14 +1,26 @@
 import type { DeciderRoutes } from "@localdecider/contracts";
 import type { RouteHandler } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
+import type { UpstreamLimiter } from "../limiter";
 import type { ModelGate } from "../upstream/model-gate";
 
 /** Liveness only: the process answers. */
 export const health: RouteHandler<DeciderRoutes["health"]> = () => ({ status: 200, body: { status: "ok" } });
 
-/** Ready when the backend lists the configured model; 503 with the reason otherwise. */
-export function ready(gate: ModelGate, upstream: string, model: string): RouteHandler<DeciderRoutes["ready"]> {
+/**
+ * Ready when the shared limits answer (with LOCALDECIDER_REDIS_URL) and the backend lists the configured
+ * model; 503 with the reason otherwise.
+ */
+export function ready(
+  gate: ModelGate,
+  limiter: Pick<UpstreamLimiter, "unavailable">,
+  upstream: string,
+  model: string,
+): RouteHandler<DeciderRoutes["ready"]> {
   return async () => {
+    // Checked first: without the shared limits no work is admitted, whatever the model server says.
+    const down = await limiter.unavailable();
+    if (down !== undefined) throw deciderError("limiter_unavailable", down, { logLevel: "info" });
     const result = await gate.check();
     // An expected state (a model loading, a server restarting) that health checks poll: the model gate logs
     // each change of it once at warn; each poll's 503 is no error of ours.

@@ -1,6 +1,7 @@
 import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts";
 import type { RouteHandlers } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
+import type { UpstreamLimiter } from "../limiter";
 import type { ModelGate } from "../upstream/model-gate";
 import { health, ready } from "./health";
 import { listModels } from "./models";
@@ -9,6 +10,7 @@ import { systemOne } from "./systemone";
 export interface RouteDeps {
   decider: Decider;
   gate: ModelGate;
+  limiter: Pick<UpstreamLimiter, "unavailable">;
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
@@ -20,7 +22,7 @@ export interface RouteDeps {
 export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
   return {
     health,
-    ready: ready(deps.gate, deps.upstream, deps.upstreamModel),
+    ready: ready(deps.gate, deps.limiter, deps.upstream, deps.upstreamModel),
     listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration),
     systemOne: systemOne(deps.decider),
   };

@@ -1,0 +1,282 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "@localdecider/service-kit";
+import Redis from "ioredis";
+import { AbortedError, LimiterUnavailableError, type SharedLimits } from "./limiter";
+import { LIMITS_SCRIPT } from "./redis-script";
+
+/**
+ * How often a replica waiting for a running slot asks again when no `freed` message came: messages are
+ * not queued for a subscriber that reconnects, and a dead replica's slots free by expiry, which nobody
+ * announces.
+ */
+const POLL_MS = 100;
+
+export interface RedisLimitsOptions {
+  /** redis:// or rediss:// (LOCALDECIDER_REDIS_URL). */
+  url: string;
+  /** Every key and the channel start with it (LOCALDECIDER_REDIS_PREFIX). */
+  prefix: string;
+  /** The model server these running slots are counted for (its address without credentials). */
+  server: string;
+  maxInflight: number;
+  maxQueue: number;
+  /** A replica not heard from for this long loses its reservations (LOCALDECIDER_REDIS_LEASE_MS). */
+  leaseMs: number;
+  logger: Logger;
+}
+
+type Mode = "op" | "alone" | "unclaim" | "set";
+
+/** The script's answer: admitted (1) or not (0), then the totals it saw, queued and running. */
+type Answer = [number, number, number];
+
+interface RedisWithLimits extends Redis {
+  localdeciderLimits(
+    leases: string,
+    queued: string,
+    running: string,
+    alone: string,
+    ...args: (string | number)[]
+  ): Promise<Answer>;
+}
+
+/**
+ * MAX_QUEUE and MAX_INFLIGHT shared by every replica with the same Redis and prefix. Redis holds, per live
+ * replica, its queued calls and its running slots; one Lua script (redis-script.ts) checks the totals and
+ * changes this replica's counts in one step, so two replicas can never both take the last place. Each
+ * replica renews a lease on its counts (a heartbeat every third of LOCALDECIDER_REDIS_LEASE_MS); a replica
+ * that stops renewing (killed, frozen, cut off) loses its counts when the lease ends.
+ *
+ * What this replica reports is never below what it holds: increments count from the moment they are sent,
+ * decrements from the moment they are sent too (they free nothing before then), and every heartbeat sets
+ * the replica's counts to that upper bound, which also restores them after Redis lost its data.
+ */
+export class RedisLimits implements SharedLimits {
+  private readonly client: RedisWithLimits;
+  private readonly subscriber: Redis;
+  private readonly me = randomUUID();
+  private readonly keys: [string, string, string, string];
+  private readonly channel: string;
+  private readonly display: string;
+  /** Confirmed counts: what Redis holds for this replica once every sent change is applied. */
+  private queued = 0;
+  private running = 0;
+  /** Increments sent and not yet answered: counted in what this replica reports until they are. */
+  private pendingQueued = 0;
+  private pendingRunning = 0;
+  private heartbeat: NodeJS.Timeout | undefined;
+  /** Whether the last heartbeat reached Redis: until one does after a reconnect, nothing is admitted. */
+  private synced = false;
+  private readonly wakers = new Set<() => void>();
+  private down: string | undefined;
+  private closed = false;
+
+  constructor(private readonly options: RedisLimitsOptions) {
+    const p = options.prefix;
+    this.keys = [`${p}leases`, `${p}queued`, `${p}running:${options.server}`, `${p}alone:${options.server}`];
+    this.channel = `${p}freed:${options.server}`;
+    this.display = redisDisplay(options.url);
+    const connection = {
+      // Never queue a command while disconnected, never replay one after a reconnect: a reservation must
+      // either be answered now or fail now (503), not be admitted later behind the client's back.
+      enableOfflineQueue: false,
+      autoResendUnfulfilledCommands: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: 2000,
+      connectTimeout: 2000,
+      retryStrategy: (attempt: number) => Math.min(attempt * 100, 1000),
+    };
+    this.client = new Redis(options.url, connection) as RedisWithLimits;
+    this.client.defineCommand("localdeciderLimits", { numberOfKeys: 4, lua: LIMITS_SCRIPT });
+    // The subscriber may queue its SUBSCRIBE until connected; ioredis subscribes again after a reconnect.
+    this.subscriber = new Redis(options.url, { ...connection, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    this.subscriber.on("message", () => this.wake());
+    void this.subscriber.subscribe(this.channel).catch(() => undefined);
+    for (const [name, redis] of [
+      ["commands", this.client],
+      ["subscriber", this.subscriber],
+    ] as const) {
+      redis.on("error", (err: Error) => this.markDown(`${name}: ${err.message}`));
+    }
+    this.client.on("close", () => {
+      this.synced = false;
+      this.markDown("connection closed");
+    });
+    this.client.on("ready", () => void this.beat());
+    this.heartbeat = setInterval(() => void this.beat(), Math.max(100, Math.floor(options.leaseMs / 3)));
+    this.heartbeat.unref();
+  }
+
+  async reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }> {
+    const [ok, queued, running] = await this.change(calls, 0, "op");
+    return ok === 1 ? { ok: true } : { ok: false, ahead: queued + running };
+  }
+
+  async acquire(weight: number, options: { fromQueue: boolean; alone: boolean; signal: AbortSignal }): Promise<void> {
+    const { fromQueue, alone, signal } = options;
+    try {
+      for (;;) {
+        if (signal.aborted) throw new AbortedError();
+        const [ok] = await this.change(fromQueue ? -1 : 0, weight, alone ? "alone" : "op");
+        if (ok === 1) return;
+        await this.nextChance(signal);
+      }
+    } catch (err) {
+      // A lone call that gives up must not hold every other replica off until its claim expires.
+      if (alone) void this.change(0, 0, "unclaim").catch(() => undefined);
+      throw err;
+    }
+  }
+
+  release(weight: number): void {
+    void this.change(0, -weight, "op");
+  }
+
+  unreserve(calls: number): void {
+    void this.change(-calls, 0, "op");
+  }
+
+  async unavailable(): Promise<string | undefined> {
+    if (this.client.status !== "ready" || !this.synced) {
+      return `the shared limits' Redis at ${this.display} is unreachable${this.down === undefined ? "" : ` (${this.down})`}`;
+    }
+    try {
+      await this.client.ping();
+      return undefined;
+    } catch (err) {
+      return `the shared limits' Redis at ${this.display} does not answer (${(err as Error).message})`;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.heartbeat);
+    for (const wake of this.wakers) wake();
+    // Hand back what this replica still holds at once instead of leaving it to the lease.
+    if (this.client.status === "ready") {
+      await this.run(-this.queued, -this.running, "op", this.reported()).catch(() => undefined);
+    }
+    this.subscriber.disconnect();
+    this.client.disconnect();
+  }
+
+  /** What this replica holds, never below the truth: confirmed counts plus increments still unanswered. */
+  private reported(): [number, number] {
+    return [this.queued + this.pendingQueued, this.running + this.pendingRunning];
+  }
+
+  /**
+   * Sends one change of this replica's counts; local counts follow the answer (see the class comment). A
+   * change that frees only (release, unreserve) is never refused and counts at once; one that takes
+   * (reserve, a slot) counts only once admitted, and is reported as taken while unanswered.
+   */
+  private async change(dq: number, dr: number, mode: Mode): Promise<Answer> {
+    if (this.closed) throw new LimiterUnavailableError("the decider is shutting down");
+    // What Redis should hold for this replica before this change, if it has lost it.
+    const before = this.reported();
+    if (dq <= 0 && dr <= 0) {
+      this.queued += dq;
+      this.running += dr;
+      // Unanswered (Redis down): the next heartbeat sets this replica's counts to what it holds.
+      return this.run(dq, dr, mode, before).catch((): Answer => [1, 0, 0]);
+    }
+    if (this.client.status !== "ready" || !this.synced) {
+      throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} is unreachable`);
+    }
+    const upQ = Math.max(dq, 0);
+    const upR = Math.max(dr, 0);
+    this.pendingQueued += upQ;
+    this.pendingRunning += upR;
+    let answer: Answer;
+    try {
+      answer = await this.run(dq, dr, mode, before);
+    } catch (err) {
+      throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} did not answer`, { cause: err });
+    } finally {
+      this.pendingQueued -= upQ;
+      this.pendingRunning -= upR;
+    }
+    if (answer[0] === 1) {
+      this.queued += dq;
+      this.running += dr;
+    }
+    return answer;
+  }
+
+  private run(dq: number, dr: number, mode: Mode, before: [number, number]): Promise<Answer> {
+    const o = this.options;
+    return this.client.localdeciderLimits(
+      ...this.keys,
+      this.me,
+      o.leaseMs,
+      before[0],
+      before[1],
+      dq,
+      dr,
+      o.maxQueue,
+      o.maxInflight,
+      mode,
+      this.channel,
+    );
+  }
+
+  /** Renews this replica's lease and sets its counts (restoring them if Redis lost them). */
+  private async beat(): Promise<void> {
+    if (this.closed || this.client.status !== "ready") return;
+    try {
+      await this.run(0, 0, "set", this.reported());
+      if (!this.synced || this.down !== undefined) {
+        this.options.logger.info("shared limits: Redis answers", { redis: this.display });
+      }
+      this.synced = true;
+      this.down = undefined;
+      this.wake();
+    } catch (err) {
+      this.synced = false;
+      this.markDown((err as Error).message);
+    }
+  }
+
+  private markDown(reason: string): void {
+    if (this.closed) return;
+    if (this.down === undefined) {
+      // Once per outage, not once per reconnect attempt.
+      this.options.logger.warn("shared limits: Redis unreachable; no new work is admitted", {
+        redis: this.display,
+        reason,
+      });
+    }
+    this.down = reason;
+  }
+
+  private wake(): void {
+    for (const wake of this.wakers) wake();
+  }
+
+  /** Resolves on a `freed` message, after POLL_MS, or rejects when the call is cancelled. */
+  private nextChance(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakers.delete(done);
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        done();
+        reject(new AbortedError());
+      };
+      const timer = setTimeout(done, POLL_MS);
+      this.wakers.add(done);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+}
+
+/** The Redis address for logs and /ready: never its password. */
+export function redisDisplay(url: string): string {
+  const u = new URL(url);
+  u.username = "";
+  u.password = "";
+  return u.toString().replace(/\/$/, "");
+}

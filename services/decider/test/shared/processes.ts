@@ -1,0 +1,125 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { stopProcess } from "../engine/backends";
+import { waitFor } from "../helpers";
+
+const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
+
+/** The built service (`dist/main.js`, as `pnpm start` runs it) in server mode, in a process of its own. */
+export class DeciderProcess {
+  url = "";
+  readonly lines: Record<string, unknown>[] = [];
+  stderr = "";
+  private child: ChildProcess | undefined;
+
+  constructor(private readonly env: Record<string, string>) {}
+
+  async start(): Promise<this> {
+    if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`pnpm build\` first`);
+    const child = spawn(process.execPath, [MAIN], {
+      env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...this.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.child = child;
+    let partial = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      const text = partial + chunk.toString("utf8");
+      const lines = text.split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) if (line.trim() !== "") this.lines.push(JSON.parse(line) as Record<string, unknown>);
+    });
+    child.stderr?.on("data", (chunk: Buffer) => {
+      this.stderr += chunk.toString("utf8");
+    });
+    await waitFor(
+      () => this.lines.some((l) => l.message === "decider listening") || child.exitCode !== null,
+      "the decider listening",
+    );
+    const listening = this.lines.find((l) => l.message === "decider listening");
+    if (listening === undefined) throw new Error(`the decider exited: ${this.stderr}`);
+    this.url = `http://127.0.0.1:${String(listening.port)}`;
+    return this;
+  }
+
+  /** SIGKILL: no shutdown, no release; what it holds in Redis must expire. */
+  kill(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGKILL");
+    return exited;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child !== undefined) await stopProcess(this.child);
+  }
+}
+
+/** A free loopback port (taken from the OS, then let go). */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A redis-server of the test's own on a loopback port, keeping nothing on disk (the machine's is untouched). */
+export class OwnRedis {
+  private child: ChildProcess | undefined;
+  constructor(readonly port: number) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(
+      "redis-server",
+      ["--port", String(this.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", "/tmp"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    this.child = child;
+    let out = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+    });
+    await waitFor(() => /Ready to accept connections/.test(out) || child.exitCode !== null, "redis-server ready");
+    if (child.exitCode !== null) throw new Error(`redis-server exited: ${out}`);
+  }
+
+  async stop(): Promise<void> {
+    if (this.child !== undefined) await stopProcess(this.child);
+  }
+}
+
+/** A key prefix of its own for each test, so tests never share state in one Redis. */
+export const testPrefix = () => `localdecider-test:${randomUUID()}:`;
+
+export interface Reply {
+  status: number;
+  body: { code?: string; error?: string; answers?: Record<string, unknown> };
+  retryAfter: string | null;
+}
+
+/** One decision of one yes/no question, over a real connection. */
+export async function decide(url: string, question = "q"): Promise<Reply> {
+  const res = await fetch(`${url}/v1/systemone`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "localdecider", state: "s", questions: { [question]: { type: "noul" } } }),
+  });
+  return {
+    status: res.status,
+    body: (await res.json()) as Reply["body"],
+    retryAfter: res.headers.get("retry-after"),
+  };
+}
+
+export async function readyOf(url: string): Promise<{ status: number; body: { code?: string; error?: string } }> {
+  const res = await fetch(`${url}/ready`);
+  return { status: res.status, body: (await res.json()) as { code?: string; error?: string } };
+}

@@ -1,0 +1,203 @@
+import Redis from "ioredis";
+import { FakeUpstream } from "../fake-upstream/server";
+import { waitFor } from "../helpers";
+import { DeciderProcess, decide, freePort, OwnRedis, type Reply, readyOf, testPrefix } from "./processes";
+
+/**
+ * Several built deciders (separate processes) sharing LOCALDECIDER_MAX_INFLIGHT and LOCALDECIDER_MAX_QUEUE
+ * through a real Redis, in front of one fake model server that records its peak concurrency.
+ */
+
+jest.setTimeout(60_000);
+
+const MACHINE_REDIS = "redis://127.0.0.1:6379";
+const LEASE_MS = 1500;
+
+function env(upstream: string, redis: string, prefix: string, limits: { inflight: number; queue: number }) {
+  return {
+    LOCALDECIDER_UPSTREAM: upstream,
+    LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+    LOCALDECIDER_REDIS_URL: redis,
+    LOCALDECIDER_REDIS_PREFIX: prefix,
+    LOCALDECIDER_REDIS_LEASE_MS: String(LEASE_MS),
+    LOCALDECIDER_MAX_INFLIGHT: String(limits.inflight),
+    LOCALDECIDER_MAX_QUEUE: String(limits.queue),
+    LOCALDECIDER_QUESTIONS_PER_CALL: "1",
+  };
+}
+
+/** Sends `count` decisions at once; resolves each as it answers. */
+function burst(urls: string[], count: number, tag: string): Promise<Reply>[] {
+  return Array.from({ length: count }, (_, i) => decide(urls[i % urls.length] ?? "", `${tag}${i}`));
+}
+
+/** Settles once every promise has, keeping those already answered in `answered`. */
+function track(replies: Promise<Reply>[]): Reply[] {
+  const answered: Reply[] = [];
+  for (const r of replies) void r.then((reply) => answered.push(reply));
+  return answered;
+}
+
+describe("deciders sharing limits through Redis", () => {
+  let fake: FakeUpstream;
+  let upstream: string;
+  let deciders: DeciderProcess[] = [];
+  let redis: Redis;
+  beforeAll(async () => {
+    redis = new Redis(MACHINE_REDIS, { maxRetriesPerRequest: 1 });
+  });
+  beforeEach(async () => {
+    fake = new FakeUpstream();
+    upstream = await fake.start();
+  });
+  afterEach(async () => {
+    fake.release();
+    await Promise.all(deciders.map((d) => d.stop()));
+    deciders = [];
+    await fake.stop();
+  });
+  afterAll(async () => {
+    redis.disconnect();
+  });
+
+  it("three replicas under a burst: the model server's peak stays at MAX_INFLIGHT, admissions at MAX_QUEUE + MAX_INFLIGHT, the rest 429, every admitted one answers", async () => {
+    const prefix = testPrefix();
+    const limits = { inflight: 2, queue: 6 };
+    deciders = await Promise.all(
+      [0, 1, 2].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
+    );
+    fake.holding = true;
+    const total = 30;
+    const replies = burst(
+      deciders.map((d) => d.url),
+      total,
+      "burst",
+    );
+    const answered = track(replies);
+    // The refused answer at once; the admitted wait on the held model server.
+    await waitFor(() => fake.inflight === limits.inflight, "the model server's slots taken");
+    const refusedSoFar = () => answered.filter((r) => r.status === 429).length;
+    await waitFor(() => total - refusedSoFar() <= limits.queue + limits.inflight, "the refusals");
+    const refused = answered.filter((r) => r.status === 429);
+    for (const r of refused) {
+      expect(r.body.code).toBe("queue_full");
+      expect(Number(r.retryAfter)).toBeGreaterThanOrEqual(1);
+    }
+    const admitted = total - refused.length;
+    // Every call queued or running is one admitted request: at most MAX_QUEUE wait, at most MAX_INFLIGHT run.
+    expect(admitted).toBeGreaterThanOrEqual(limits.queue);
+    expect(admitted).toBeLessThanOrEqual(limits.queue + limits.inflight);
+    expect(answered.filter((r) => r.status !== 429)).toStrictEqual([]);
+    fake.release();
+    const all = await Promise.all(replies);
+    expect(all.filter((r) => r.status === 200)).toHaveLength(admitted);
+    expect(all.filter((r) => r.status !== 200 && r.status !== 429)).toStrictEqual([]);
+    expect(fake.calls).toBe(admitted);
+    expect(fake.maxInflight).toBeLessThanOrEqual(limits.inflight);
+    // Everything handed back: nothing is queued in Redis any more.
+    await waitForSharedQueue(redis, prefix, 0);
+  });
+
+  it("a replica killed mid-burst loses its reservations when its lease ends; the other keeps serving", async () => {
+    const prefix = testPrefix();
+    const limits = { inflight: 2, queue: 4 };
+    const [a, b] = await Promise.all(
+      [0, 1].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
+    );
+    if (a === undefined || b === undefined) throw new Error("two deciders");
+    deciders = [a, b];
+    fake.holding = true;
+    // Two running and four queued, all on A: the shared queue is full.
+    void Promise.allSettled(burst([a.url], 2, "a-running"));
+    await waitFor(() => fake.inflight === 2, "A's calls running");
+    void Promise.allSettled(burst([a.url], 4, "a-queued"));
+    await waitForSharedQueue(redis, prefix, 4);
+    const full = await decide(b.url, "b-refused");
+    expect(full.status).toBe(429);
+    const killed = performance.now();
+    await a.kill();
+    // B is refused until A's lease ends, then admitted: its calls run and answer.
+    let admitted: Promise<Reply> | undefined;
+    while (admitted === undefined) {
+      const started = decide(b.url, "b-after");
+      const early = await Promise.race([started, new Promise<undefined>((r) => setTimeout(() => r(undefined), 300))]);
+      if (early === undefined || early.status !== 429) admitted = started;
+      else {
+        expect(performance.now() - killed).toBeLessThan(LEASE_MS * 3);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    await waitFor(() => fake.inflight === 1, "B's call running");
+    fake.release();
+    const reply = await admitted;
+    expect(reply.status).toBe(200);
+    expect((await decide(b.url, "b-next")).status).toBe(200);
+    expect(fake.maxInflight).toBeLessThanOrEqual(limits.inflight);
+    // The documented bound: a dead replica's reservations go within one lease (plus a heartbeat and a poll).
+    const leases = await redis.zrange(`${prefix}leases`, "0", "-1");
+    expect(leases).toHaveLength(1);
+  });
+
+  it("Redis stopped: /ready and new work answer 503; Redis back (empty): ready again, and what was running before still counts", async () => {
+    const own = new OwnRedis(await freePort());
+    await own.start();
+    try {
+      const prefix = testPrefix();
+      const limits = { inflight: 1, queue: 1 };
+      const d = await new DeciderProcess(env(upstream, own.url, prefix, limits)).start();
+      deciders = [d];
+      await waitFor(() => d.lines.some((l) => l.message === "shared limits: Redis answers"), "the first heartbeat");
+      expect((await readyOf(d.url)).status).toBe(200);
+      fake.holding = true;
+      const before = decide(d.url, "before");
+      await waitFor(() => fake.inflight === 1, "a call running");
+
+      await own.stop();
+      await waitForStatus(d.url, 503);
+      const ready = await readyOf(d.url);
+      expect(ready.body.code).toBe("limiter_unavailable");
+      expect(ready.body.error).toMatch(/Redis at redis:\/\/127\.0\.0\.1:\d+ is unreachable/);
+      const refused = await decide(d.url, "while-down");
+      expect(refused.status).toBe(503);
+      expect(refused.body.code).toBe("limiter_unavailable");
+      expect(refused.retryAfter).toBe("1");
+
+      await own.start();
+      await waitForStatus(d.url, 200);
+      // Redis came back empty; the heartbeat restored the running call, so one more fits the queue and
+      // the next is refused: no over-admission after the outage.
+      const queued = decide(d.url, "queued");
+      await waitForSharedQueue(redis, prefix, 1, own.url);
+      const over = await decide(d.url, "over");
+      expect(over.status).toBe(429);
+      fake.release();
+      expect((await before).status).toBe(200);
+      expect((await queued).status).toBe(200);
+      expect(fake.maxInflight).toBe(1);
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
+async function waitForSharedQueue(machine: Redis, prefix: string, count: number, url?: string): Promise<void> {
+  const client = url === undefined ? machine : new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    let queued = -1;
+    for (let i = 0; i < 400 && queued !== count; i++) {
+      queued = (await client.hvals(`${prefix}queued`)).map(Number).reduce((a, b) => a + b, 0);
+      if (queued !== count) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(queued).toBe(count);
+  } finally {
+    if (client !== machine) client.disconnect();
+  }
+}
+
+async function waitForStatus(url: string, status: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if ((await readyOf(url)).status === status) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`/ready never answered ${status}`);
+}
