@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createLogger, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
 import type { Backend } from "../src/backend";
@@ -5,6 +6,7 @@ import type { Calibration } from "../src/calibration/calibration";
 import type { Decider } from "../src/decide/decider";
 import { UpstreamLimiter } from "../src/limiter";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
+import { RedisLimits } from "../src/redis-limits";
 import { upstreamAddress, upstreamAuthorization } from "../src/upstream/address";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { ModelListProbe } from "../src/upstream/readiness";
@@ -64,7 +66,12 @@ export interface HarnessOptions {
   allowNoLogprobs?: boolean;
   logger?: Logger;
   calibration?: Calibration;
+  /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
+  sharedRedis?: boolean;
 }
+
+/** The machine's Redis, which the Redis-shared tests use (each under a prefix of its own). */
+export const MACHINE_REDIS = "redis://127.0.0.1:6379";
 
 export interface DeciderUnderTest {
   app: ReturnType<typeof createApp>["app"];
@@ -102,9 +109,23 @@ export function deciderOver(
   backend: Pick<Backend, "upstream" | "probe" | "display" | "model"> & { describe?: Backend["describe"] },
   options: HarnessOptions = {},
 ): DeciderUnderTest {
-  const limiter = new UpstreamLimiter(options.maxInflight ?? 2, options.maxQueue ?? 256);
   const observer = new RecordingObserver();
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
+  const maxInflight = options.maxInflight ?? 2;
+  const maxQueue = options.maxQueue ?? 256;
+  const shared =
+    options.sharedRedis === true
+      ? new RedisLimits({
+          url: MACHINE_REDIS,
+          prefix: `localdecider-test:${randomUUID()}:`,
+          server: backend.display,
+          maxInflight,
+          maxQueue,
+          leaseMs: 5000,
+          logger,
+        })
+      : undefined;
+  const limiter = new UpstreamLimiter(maxInflight, maxQueue, shared);
   const { app, decider } = createApp({
     upstream: backend.upstream,
     probe: backend.probe,
@@ -131,6 +152,11 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
   const upstream = await fake.start();
   const d = deciderFor(upstream, options);
+  // The shared limits admit nothing before their first heartbeat reached Redis.
+  for (let i = 0; options.sharedRedis === true && (await d.limiter.unavailable()) !== undefined; i++) {
+    if (i === 200) throw new Error("the machine's Redis (127.0.0.1:6379) does not answer");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
   return {
     ...d,
     fake,

@@ -7,14 +7,18 @@ const nouls = (n: number, prefix = "n") =>
   Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul" }]));
 const payload = (n: number, prefix?: string) => ({ model: "localdecider", state: "s", questions: nouls(n, prefix) });
 
-describe("POST /v1/systemone under load", () => {
+// Every behaviour of the limiter holds the same with the limits in this process and shared through Redis.
+describe.each([
+  ["in this process", false],
+  ["shared through Redis", true],
+])("POST /v1/systemone under load, limits %s", (_mode, sharedRedis) => {
   let h: Harness;
   afterEach(async () => {
     await h.close();
   });
 
   it("never has more than MAX_INFLIGHT upstream calls running and answers once the queue drains", async () => {
-    h = await harness({ maxInflight: 2, questionsPerCall: 1 });
+    h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 1 });
     h.fake.holding = true;
     const pending = request(h.app)
       .post("/v1/systemone")
@@ -33,7 +37,7 @@ describe("POST /v1/systemone under load", () => {
   });
 
   it("queues fairly: a 1-question request sent after a 40-call one waits for a few calls, not for all of them", async () => {
-    h = await harness({ maxInflight: 2, questionsPerCall: 16 });
+    h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 16 });
     h.fake.holding = true;
     const big = request(h.app)
       .post("/v1/systemone")
@@ -55,7 +59,7 @@ describe("POST /v1/systemone under load", () => {
   });
 
   it("refuses a request whose calls would overflow MAX_QUEUE with 429 and Retry-After, before queueing any", async () => {
-    h = await harness({ maxInflight: 1, maxQueue: 4, questionsPerCall: 1 });
+    h = await harness({ sharedRedis, maxInflight: 1, maxQueue: 4, questionsPerCall: 1 });
     h.fake.holding = true;
     const first = request(h.app)
       .post("/v1/systemone")
@@ -86,7 +90,7 @@ describe("POST /v1/systemone under load", () => {
   });
 
   it("answers 400 for a request needing more calls than MAX_QUEUE could ever hold", async () => {
-    h = await harness({ maxQueue: 2, questionsPerCall: 1 });
+    h = await harness({ sharedRedis, maxQueue: 2, questionsPerCall: 1 });
     const res = await request(h.app).post("/v1/systemone").send(payload(3));
     expect(res.status).toBe(400);
     expect(res.body).toStrictEqual({
@@ -98,7 +102,7 @@ describe("POST /v1/systemone under load", () => {
   });
 
   it("a client that disconnects aborts its in-flight calls and its queued calls never reach the upstream", async () => {
-    h = await harness({ maxInflight: 2, questionsPerCall: 1 });
+    h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 1 });
     const server = await listen(h);
     h.fake.holding = true;
     const body = JSON.stringify(payload(5));

@@ -458,25 +458,32 @@ describe("POST /v1/systemone", () => {
       expect(h.fake.calls).toBe(3);
     });
 
-    it("calls that overflow llama.cpp's shared context together are retried alone once", async () => {
-      h = await harness({ flavour: "llama", maxInflight: 2 });
-      h.fake.script = script;
-      // Room for one call of 100 prompt tokens at a time, as with `-c` shared by `--parallel` slots.
-      h.fake.sharedContext = 150;
-      h.fake.holding = true;
-      // then() sends the request now, while the test goes on.
-      const pending = decide(h, { ...one, questions: { urgent: body.questions.urgent, other: { type: "noul" } } }).then(
-        (r) => r,
-      );
-      // The first call is held in flight; the second arrives beside it and gets the 500.
-      await waitFor(() => h.fake.calls === 2, "both calls to arrive");
-      h.fake.release();
-      const res = await pending;
-      expect(res.status).toBe(200);
-      expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
-      expect(h.fake.calls).toBe(3);
-      expect(h.fake.concurrencyAtArrival).toStrictEqual([1, 2, 1]);
-    });
+    it.each([
+      ["in this process", false],
+      ["shared through Redis", true],
+    ])(
+      "calls that overflow llama.cpp's shared context together are retried alone once (limits %s)",
+      async (_mode, sharedRedis) => {
+        h = await harness({ flavour: "llama", maxInflight: 2, sharedRedis });
+        h.fake.script = script;
+        // Room for one call of 100 prompt tokens at a time, as with `-c` shared by `--parallel` slots.
+        h.fake.sharedContext = 150;
+        h.fake.holding = true;
+        // then() sends the request now, while the test goes on.
+        const pending = decide(h, {
+          ...one,
+          questions: { urgent: body.questions.urgent, other: { type: "noul" } },
+        }).then((r) => r);
+        // The first call is held in flight; the second arrives beside it and gets the 500.
+        await waitFor(() => h.fake.calls === 2, "both calls to arrive");
+        h.fake.release();
+        const res = await pending;
+        expect(res.status).toBe(200);
+        expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+        expect(h.fake.calls).toBe(3);
+        expect(h.fake.concurrencyAtArrival).toStrictEqual([1, 2, 1]);
+      },
+    );
 
     it("a call that does not fit even alone is a 400 context_too_long, after one retry alone", async () => {
       h = await harness({ flavour: "llama" });

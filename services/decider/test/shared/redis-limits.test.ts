@@ -1,0 +1,137 @@
+import { createLogger } from "@localdecider/service-kit";
+import { LimiterUnavailableError } from "../../src/limiter";
+import { RedisLimits, type RedisLimitsOptions } from "../../src/redis-limits";
+import { MACHINE_REDIS } from "../helpers";
+import { freePort, testPrefix } from "./processes";
+
+/** RedisLimits of two "replicas" in one process, against the machine's Redis, each test under its own prefix. */
+
+const logger = createLogger({ service: "decider-test", level: "silent" });
+let opened: RedisLimits[] = [];
+
+async function replicas(count: number, options: Partial<RedisLimitsOptions>): Promise<RedisLimits[]> {
+  const prefix = testPrefix();
+  const made = Array.from(
+    { length: count },
+    () =>
+      new RedisLimits({
+        url: MACHINE_REDIS,
+        prefix,
+        server: "http://model:8081",
+        maxInflight: 2,
+        maxQueue: 10,
+        leaseMs: 5000,
+        logger,
+        ...options,
+      }),
+  );
+  opened.push(...made);
+  for (const limits of made) {
+    for (let i = 0; (await limits.unavailable()) !== undefined; i++) {
+      if (i === 200) throw new Error("the machine's Redis does not answer");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+  return made;
+}
+
+/** Whether a promise has settled within a few of the waiters' polls. */
+async function settled(p: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void p.then(
+    () => {
+      done = true;
+    },
+    () => {
+      done = true;
+    },
+  );
+  // A wait that should not end is given two and a half polls (POLL_MS, 100 ms) and their round trips.
+  await new Promise((r) => setTimeout(r, 250));
+  return done;
+}
+
+const signal = () => new AbortController().signal;
+
+afterEach(async () => {
+  await Promise.all(opened.map((l) => l.close()));
+  opened = [];
+});
+
+describe("RedisLimits", () => {
+  it("two replicas reserving at once never admit more than MAX_QUEUE between them", async () => {
+    const [a, b] = await replicas(2, { maxQueue: 10 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).reserve(1)));
+    expect(answers.filter((x) => x.ok)).toHaveLength(10);
+    // A refused one is told how much is ahead: the ten queued.
+    expect(answers.find((x) => !x.ok)).toStrictEqual({ ok: false, ahead: 10 });
+    // Handing calls back makes room again, for either replica.
+    a.unreserve(5);
+    expect(await b.reserve(5)).toStrictEqual({ ok: true });
+    expect((await a.reserve(1)).ok).toBe(false);
+  });
+
+  it("a slot freed on one replica goes to the call waiting on another", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 1 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    const waiting = b.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    expect(await settled(waiting)).toBe(false);
+    a.release(1);
+    await waiting;
+    const third = a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    expect(await settled(third)).toBe(false);
+    b.release(1);
+    await third;
+  });
+
+  it("a lone call waiting on one replica holds off new calls on the others until it has run", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 2 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    const lone = b.acquire(2, { fromQueue: false, alone: true, signal: signal() });
+    expect(await settled(lone)).toBe(false);
+    // One slot is free, but the lone call claimed the server: A's next call waits behind it.
+    const next = a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    expect(await settled(next)).toBe(false);
+    a.release(1);
+    await lone;
+    expect(await settled(next)).toBe(false);
+    b.release(2);
+    await next;
+  });
+
+  it("a cancelled wait gives up its claim at once", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 1 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    const controller = new AbortController();
+    const lone = b.acquire(1, { fromQueue: false, alone: true, signal: controller.signal });
+    expect(await settled(lone)).toBe(false);
+    controller.abort();
+    await expect(lone).rejects.toThrow("The request was cancelled");
+    a.release(1);
+    // Nothing holds the server any more: A's next call runs.
+    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+  });
+
+  it("with Redis unreachable, admits nothing and says why", async () => {
+    const port = await freePort();
+    const limits = new RedisLimits({
+      url: `redis://127.0.0.1:${port}`,
+      prefix: testPrefix(),
+      server: "http://model:8081",
+      maxInflight: 2,
+      maxQueue: 10,
+      leaseMs: 5000,
+      logger,
+    });
+    opened.push(limits);
+    expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
+    await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
+    await expect(limits.acquire(1, { fromQueue: false, alone: false, signal: signal() })).rejects.toThrow(
+      `the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`,
+    );
+  });
+});
