@@ -83,6 +83,8 @@ export class FakeUpstream {
   faults: Fault[] = [];
   /** While true, chat calls wait until release() (or until the client goes away). */
   holding = false;
+  /** Milliseconds each chat call takes before it answers (benchmarks: a model server of fixed speed). */
+  latencyMs = 0;
   /** Prompt tokens per call; the llama flavour reports all but 10 as cached when it saw the prefix before. */
   promptTokens = 100;
   /**
@@ -181,6 +183,10 @@ export class FakeUpstream {
         if (fault !== "hang") this.waiters.push(resolve);
         res.on("close", () => resolve());
       });
+      if (gone) return;
+    }
+    if (this.latencyMs > 0) {
+      await new Promise<void>((resolve) => setTimeout(resolve, this.latencyMs));
       if (gone) return;
     }
     if (fault === "drop") {

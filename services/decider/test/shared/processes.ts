@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { stopProcess } from "../engine/backends";
 import { waitFor } from "../helpers";
+
+export { freePort } from "../engine/backends";
 
 const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
 
@@ -56,15 +57,6 @@ export class DeciderProcess {
   async stop(): Promise<void> {
     if (this.child !== undefined) await stopProcess(this.child);
   }
-}
-
-/** A free loopback port (taken from the OS, then let go). */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** A redis-server of the test's own on a loopback port, keeping nothing on disk (the machine's is untouched). */

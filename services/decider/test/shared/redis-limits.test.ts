@@ -1,4 +1,5 @@
 import { createLogger } from "@localdecider/service-kit";
+import Redis from "ioredis";
 import { LimiterUnavailableError } from "../../src/limiter";
 import { RedisLimits, type RedisLimitsOptions } from "../../src/redis-limits";
 import { MACHINE_REDIS } from "../helpers";
@@ -53,6 +54,19 @@ async function settled(p: Promise<unknown>): Promise<boolean> {
 
 const signal = () => new AbortController().signal;
 
+const prefixOf = (limits: RedisLimits) => (limits as unknown as { options: RedisLimitsOptions }).options.prefix;
+
+/** What Redis holds for all replicas under a prefix: queued calls and running slots. */
+async function totals(prefix: string): Promise<{ queued: number; running: number }> {
+  const redis = new Redis(MACHINE_REDIS);
+  try {
+    const sum = async (key: string) => (await redis.hvals(key)).map(Number).reduce((a, b) => a + b, 0);
+    return { queued: await sum(`${prefix}queued`), running: await sum(`${prefix}running:http://model:8081`) };
+  } finally {
+    redis.disconnect();
+  }
+}
+
 afterEach(async () => {
   await Promise.all(opened.map((l) => l.close()));
   opened = [];
@@ -62,14 +76,37 @@ describe("RedisLimits", () => {
   it("two replicas reserving at once never admit more than MAX_QUEUE between them", async () => {
     const [a, b] = await replicas(2, { maxQueue: 10 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).reserve(1)));
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).reserve(1, false)));
     expect(answers.filter((x) => x.ok)).toHaveLength(10);
     // A refused one is told how much is ahead: the ten queued.
     expect(answers.find((x) => !x.ok)).toStrictEqual({ ok: false, ahead: 10 });
     // Handing calls back makes room again, for either replica.
     a.unreserve(5);
-    expect(await b.reserve(5)).toStrictEqual({ ok: true });
-    expect((await a.reserve(1)).ok).toBe(false);
+    expect(await b.reserve(5, false)).toStrictEqual({ ok: true, started: false });
+    expect((await a.reserve(1, false)).ok).toBe(false);
+  });
+
+  it("a reservation may start its first call in the same step, only while a slot is free", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 3 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    expect(await a.reserve(2, true)).toStrictEqual({ ok: true, started: true });
+    expect(await b.reserve(1, true)).toStrictEqual({ ok: true, started: false });
+    // One of A's calls runs, so two wait: the queue (3) has room for one more, and the slot is taken.
+    const waiting = b.acquire(1, { fromQueue: true, alone: false, signal: signal() });
+    expect(await settled(waiting)).toBe(false);
+    expect(await a.reserve(2, false)).toStrictEqual({ ok: false, ahead: 3 });
+    a.release(1);
+    await waiting;
+    // A's other call starts from the queue too, once B's is done. Redis then holds that one running call
+    // and nothing queued, also after a heartbeat has set it to what each replica counts.
+    b.release(1);
+    await a.acquire(1, { fromQueue: true, alone: false, signal: signal() });
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
+    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
+    a.release(1);
+    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 0 });
   });
 
   it("a slot freed on one replica goes to the call waiting on another", async () => {
@@ -129,7 +166,7 @@ describe("RedisLimits", () => {
     });
     opened.push(limits);
     expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
-    await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
+    await expect(limits.reserve(1, false)).rejects.toThrow(LimiterUnavailableError);
     await expect(limits.acquire(1, { fromQueue: false, alone: false, signal: signal() })).rejects.toThrow(
       `the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`,
     );

@@ -1,0 +1,137 @@
+/**
+ * What sharing the limits through Redis adds to a request, against the limits in the decider's own process.
+ * Four processes on this machine: a fake model server whose every call takes UPSTREAM_MS
+ * (bench/fake-upstream.main.ts), two deciders (their own main.js, the same settings) in front of it, one
+ * with LOCALDECIDER_REDIS_URL (the machine's Redis, a key prefix of this run's own) and one without, and
+ * this client. Requests of one yes/no question (one upstream call: one reservation, one slot, two
+ * hand-backs), sent in rounds that alternate between the two deciders so that the machine's other load
+ * falls on both alike; sequentially, then with 4 in flight (MAX_INFLIGHT 4: no request waits for a slot).
+ * Run: pnpm --filter @localdecider/decider bench:redis (the machine's Redis at 127.0.0.1:6379).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { freePort, stopProcess, waitUntilOk } from "../test/engine/backends";
+import { decisionBody } from "./workload";
+
+const UPSTREAM_MS = Number(process.env.BENCH_UPSTREAM_MS ?? 20);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 100);
+const WARMUP = 200;
+const REDIS = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+function firstLine(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    if (child.stdout === null) return reject(new Error("no stdout"));
+    createInterface({ input: child.stdout }).once("line", resolve);
+    child.once("exit", (code) => reject(new Error(`exited with ${code}`)));
+  });
+}
+
+async function decider(upstream: string, extra: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(__dirname, "..", "src", "main.js")], {
+    stdio: ["ignore", "ignore", "inherit"],
+    env: {
+      ...process.env,
+      LOCALDECIDER_PORT: String(port),
+      LOCALDECIDER_UPSTREAM: upstream,
+      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+      LOCALDECIDER_MAX_INFLIGHT: "4",
+      LOG_LEVEL: "error",
+      ...extra,
+    },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntilOk(`${url}/ready`);
+  return { url, child };
+}
+
+const body = decisionBody(1);
+
+async function one(url: string): Promise<number> {
+  const started = performance.now();
+  const res = await fetch(`${url}/v1/systemone`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
+  return performance.now() - started;
+}
+
+/** `count` requests, `clients` at a time; each request's milliseconds. */
+async function load(url: string, count: number, clients: number): Promise<number[]> {
+  const times: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < count) {
+        next += 1;
+        times.push(await one(url));
+      }
+    }),
+  );
+  return times;
+}
+
+const quantile = (values: number[], q: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+};
+
+async function main(): Promise<void> {
+  const upstreamChild = spawn(process.execPath, [path.join(__dirname, "fake-upstream.main.js"), String(UPSTREAM_MS)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const children: ChildProcess[] = [upstreamChild];
+  try {
+    const upstream = await firstLine(upstreamChild);
+    const local = await decider(upstream, {});
+    children.push(local.child);
+    const shared = await decider(upstream, {
+      LOCALDECIDER_REDIS_URL: REDIS,
+      LOCALDECIDER_REDIS_PREFIX: `localdecider-bench:${randomUUID()}:`,
+    });
+    children.push(shared.child);
+    const modes = [
+      ["in this process", local.url],
+      ["shared through Redis", shared.url],
+    ] as const;
+    for (const [, url] of modes) await load(url, WARMUP, 4);
+    console.log(`fake upstream: ${UPSTREAM_MS} ms per call; ${ROUNDS} alternating rounds of ${PER_ROUND} requests`);
+    console.log("| clients | limits | p50 ms | p90 ms | p99 ms | requests/s |");
+    console.log("| ------: | ------ | -----: | -----: | -----: | ---------: |");
+    for (const clients of [1, 4]) {
+      const times = new Map<string, number[]>(modes.map(([name]) => [name, []]));
+      const spent = new Map<string, number>(modes.map(([name]) => [name, 0]));
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const [name, url] of round % 2 === 0 ? modes : [...modes].reverse()) {
+          const started = performance.now();
+          times.get(name)?.push(...(await load(url, PER_ROUND, clients)));
+          spent.set(name, (spent.get(name) ?? 0) + performance.now() - started);
+        }
+      }
+      const p50 = new Map<string, number>();
+      for (const [name] of modes) {
+        const t = times.get(name) ?? [];
+        p50.set(name, quantile(t, 0.5));
+        const rate = (t.length / (spent.get(name) ?? 1)) * 1000;
+        console.log(
+          `| ${clients} | ${name} | ${quantile(t, 0.5).toFixed(2)} | ${quantile(t, 0.9).toFixed(2)} | ${quantile(t, 0.99).toFixed(2)} | ${rate.toFixed(1)} |`,
+        );
+      }
+      const added = (p50.get("shared through Redis") ?? 0) - (p50.get("in this process") ?? 0);
+      console.log(`| ${clients} | Redis added, p50 | ${added.toFixed(2)} | | | |`);
+    }
+  } finally {
+    for (const child of children.reverse()) await stopProcess(child);
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
