@@ -40,12 +40,8 @@ export class LimiterUnavailableError extends Error {
  * method throws LimiterUnavailableError when the store cannot be asked; none ever admits on a failure.
  */
 export interface SharedLimits {
-  /**
-   * Reserves `calls` queued calls across replicas; otherwise the calls queued or running there now. With
-   * `startOne`, one of them also takes a running slot in the same step if one is free (`started`), which
-   * saves the first call its own round trip.
-   */
-  reserve(calls: number, startOne: boolean): Promise<{ ok: true; started: boolean } | { ok: false; ahead: number }>;
+  /** Reserves `calls` queued calls across replicas; otherwise the calls queued or running there now. */
+  reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }>;
   /**
    * Waits for `weight` running slots across replicas, turning one of this request's queued calls into a
    * running one when `fromQueue`. `alone` (a lone call) holds off every other replica's calls while it waits.
@@ -157,17 +153,11 @@ export class UpstreamLimiter {
    */
   async tryReserve(calls: number): Promise<{ reservation: Reservation } | { ahead: number }> {
     const shared = this.shared;
-    /** Slots the shared limits started with the reservation, held for its first call. */
-    let started = 0;
     if (shared === undefined) {
       if (this.reserved + calls > this.maxQueue) return { ahead: this.reserved + this.running };
     } else {
-      // Only when this process would start the call at once: a slot taken early must not sit idle.
-      const counts = this.bottleneck.counts();
-      const idle = counts.RECEIVED + counts.QUEUED === 0 && counts.RUNNING + counts.EXECUTING < this.maxInflight;
-      const answer = await shared.reserve(calls, idle);
+      const answer = await shared.reserve(calls);
       if (!answer.ok) return { ahead: answer.ahead };
-      started = answer.started ? 1 : 0;
     }
     this.reserved += calls;
     let left = calls;
@@ -177,13 +167,6 @@ export class UpstreamLimiter {
       this.reserved -= 1;
       return true;
     };
-    // One queued call taken out of the shared queue: a running slot it holds (see SharedLimits.reserve).
-    const giveBack = () => {
-      if (started > 0) {
-        started -= 1;
-        shared?.release(1);
-      } else shared?.unreserve(1);
-    };
     const job =
       <T>(fn: () => Promise<T>, signal: AbortSignal, alone: boolean, onStart: () => boolean) =>
       async (): Promise<T> => {
@@ -191,11 +174,10 @@ export class UpstreamLimiter {
         const weight = alone ? this.maxInflight : 1;
         // A call whose client went away while it waited never reaches the upstream.
         if (signal.aborted) {
-          if (fromQueue) giveBack();
+          if (fromQueue) shared?.unreserve(1);
           throw new AbortedError();
         }
-        if (fromQueue && started > 0) started -= 1;
-        else if (shared !== undefined) {
+        if (shared !== undefined) {
           // This process's slot is held meanwhile: its queue order stays Bottleneck's.
           try {
             await shared.acquire(weight, { fromQueue, alone, signal });
@@ -232,14 +214,14 @@ export class UpstreamLimiter {
     const reservation: Reservation = {
       run: async <T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> => {
         if (signal.aborted) {
-          if (take()) giveBack();
+          if (take()) shared?.unreserve(1);
           throw new AbortedError();
         }
         await turn();
         try {
           // A call whose request ended while it waited for its turn does not queue behind other requests.
           if (signal.aborted) {
-            if (take()) giveBack();
+            if (take()) shared?.unreserve(1);
             throw new AbortedError();
           }
           return await this.bottleneck.schedule(job(fn, signal, false, take));
@@ -258,7 +240,6 @@ export class UpstreamLimiter {
       },
       release: () => {
         this.reserved -= left;
-        for (; left > 0 && started > 0; left--) giveBack();
         if (left > 0) shared?.unreserve(left);
         left = 0;
       },

@@ -25,13 +25,10 @@ export interface RedisLimitsOptions {
   logger: Logger;
 }
 
-type Mode = "op" | "reserve" | "alone" | "unclaim" | "set";
+type Mode = "op" | "alone" | "unclaim" | "set";
 
-/**
- * The script's answer: admitted (1) or not (0), the totals it saw (queued, running), and for `reserve`
- * whether one call also took a running slot (1) or not (0).
- */
-type Answer = [number, number, number, number?];
+/** The script's answer: admitted (1) or not (0), then the totals it saw, queued and running. */
+type Answer = [number, number, number];
 
 interface RedisWithLimits extends Redis {
   localdeciderLimits(
@@ -110,12 +107,9 @@ export class RedisLimits implements SharedLimits {
     this.heartbeat.unref();
   }
 
-  async reserve(
-    calls: number,
-    startOne: boolean,
-  ): Promise<{ ok: true; started: boolean } | { ok: false; ahead: number }> {
-    const [ok, queued, running, started] = await this.change(calls, startOne ? 1 : 0, startOne ? "reserve" : "op");
-    return ok === 1 ? { ok: true, started: started === 1 } : { ok: false, ahead: queued + running };
+  async reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }> {
+    const [ok, queued, running] = await this.change(calls, 0, "op");
+    return ok === 1 ? { ok: true } : { ok: false, ahead: queued + running };
   }
 
   async acquire(weight: number, options: { fromQueue: boolean; alone: boolean; signal: AbortSignal }): Promise<void> {
@@ -203,11 +197,8 @@ export class RedisLimits implements SharedLimits {
       this.pendingRunning -= upR;
     }
     if (answer[0] === 1) {
-      // `reserve` asks for a slot it may not get (then its calls all wait in the queue); when it gets one,
-      // that call moved from the queue to running in the same step.
-      const moved = mode === "reserve" ? (answer[3] === 1 ? dr : 0) : 0;
-      this.queued += dq - moved;
-      this.running += mode === "reserve" ? moved : dr;
+      this.queued += dq;
+      this.running += dr;
     }
     return answer;
   }

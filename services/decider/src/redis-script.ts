@@ -7,9 +7,7 @@
  * call waits for every slot of that server).
  * ARGV: 1 replica id, 2 lease ms, 3-4 the replica's queued and running counts to restore if its entry is
  * gone, 5 change of queued, 6 change of running, 7 MAX_QUEUE, 8 MAX_INFLIGHT, 9 mode, 10 `freed` channel.
- * Modes: `op` applies the changes if the totals allow; `reserve` queues ARGV 5 calls if the queue allows
- * and also starts one of them (moves it to running) if a slot is free, saying so in a 4th value; `alone` the
- * same as `op` for a lone call, which first claims
+ * Modes: `op` applies the changes if the totals allow; `alone` the same for a lone call, which first claims
  * the server so that no other call starts meanwhile; `unclaim` drops that claim; `set` (the heartbeat)
  * sets the replica's counts to ARGV 3-4.
  * Returns {admitted 1 or 0, queued total, running total} as seen before the change.
@@ -50,13 +48,6 @@ end
 local dq = tonumber(ARGV[5])
 local dr = tonumber(ARGV[6])
 if dq > 0 and queued + dq > tonumber(ARGV[7]) then return {0, queued, running} end
-if mode == 'reserve' then
-  local start = 0
-  if not redis.call('GET', KEYS[4]) and running + dr <= tonumber(ARGV[8]) then start = dr end
-  redis.call('HINCRBY', KEYS[2], me, dq - start)
-  if start > 0 then redis.call('HINCRBY', KEYS[3], me, start) end
-  return {1, queued, running, start}
-end
 if dr > 0 then
   local holder = redis.call('GET', KEYS[4])
   if mode == 'alone' then

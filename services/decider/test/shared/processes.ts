@@ -16,11 +16,14 @@ export class DeciderProcess {
   stderr = "";
   private child: ChildProcess | undefined;
 
-  constructor(private readonly env: Record<string, string>) {}
+  constructor(
+    private readonly env: Record<string, string>,
+    private readonly nodeArgs: string[] = [],
+  ) {}
 
   async start(): Promise<this> {
     if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`pnpm build\` first`);
-    const child = spawn(process.execPath, [MAIN], {
+    const child = spawn(process.execPath, [...this.nodeArgs, MAIN], {
       env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...this.env },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -76,25 +76,26 @@ describe("RedisLimits", () => {
   it("two replicas reserving at once never admit more than MAX_QUEUE between them", async () => {
     const [a, b] = await replicas(2, { maxQueue: 10 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).reserve(1, false)));
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).reserve(1)));
     expect(answers.filter((x) => x.ok)).toHaveLength(10);
     // A refused one is told how much is ahead: the ten queued.
     expect(answers.find((x) => !x.ok)).toStrictEqual({ ok: false, ahead: 10 });
     // Handing calls back makes room again, for either replica.
     a.unreserve(5);
-    expect(await b.reserve(5, false)).toStrictEqual({ ok: true, started: false });
-    expect((await a.reserve(1, false)).ok).toBe(false);
+    expect(await b.reserve(5)).toStrictEqual({ ok: true });
+    expect((await a.reserve(1)).ok).toBe(false);
   });
 
-  it("a reservation may start its first call in the same step, only while a slot is free", async () => {
+  it("a call moves from the queue to a running slot in one step, and Redis holds what each replica counts", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 3 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    expect(await a.reserve(2, true)).toStrictEqual({ ok: true, started: true });
-    expect(await b.reserve(1, true)).toStrictEqual({ ok: true, started: false });
+    expect(await a.reserve(2)).toStrictEqual({ ok: true });
+    expect(await b.reserve(1)).toStrictEqual({ ok: true });
+    await a.acquire(1, { fromQueue: true, alone: false, signal: signal() });
     // One of A's calls runs, so two wait: the queue (3) has room for one more, and the slot is taken.
     const waiting = b.acquire(1, { fromQueue: true, alone: false, signal: signal() });
     expect(await settled(waiting)).toBe(false);
-    expect(await a.reserve(2, false)).toStrictEqual({ ok: false, ahead: 3 });
+    expect(await a.reserve(2)).toStrictEqual({ ok: false, ahead: 3 });
     a.release(1);
     await waiting;
     // A's other call starts from the queue too, once B's is done. Redis then holds that one running call
@@ -166,7 +167,7 @@ describe("RedisLimits", () => {
     });
     opened.push(limits);
     expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
-    await expect(limits.reserve(1, false)).rejects.toThrow(LimiterUnavailableError);
+    await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
     await expect(limits.acquire(1, { fromQueue: false, alone: false, signal: signal() })).rejects.toThrow(
       `the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`,
     );

@@ -1,3 +1,4 @@
+import path from "node:path";
 import Redis from "ioredis";
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
@@ -58,6 +59,22 @@ describe("deciders sharing limits through Redis", () => {
   });
   afterAll(async () => {
     redis.disconnect();
+  });
+
+  it("without LOCALDECIDER_REDIS_URL, no Redis client is loaded and the limits are the process's own", async () => {
+    const report = path.join(__dirname, "report-modules.cjs");
+    const plain = env(upstream, MACHINE_REDIS, testPrefix(), { inflight: 1, queue: 1 });
+    const { LOCALDECIDER_REDIS_URL: _url, ...withoutRedis } = plain;
+    const alone = await new DeciderProcess(withoutRedis, ["--require", report]).start();
+    const shared = await new DeciderProcess(plain, ["--require", report]).start();
+    deciders = [alone, shared];
+    expect(alone.lines.find((l) => l.message === "decider listening")?.limits).toBe("this process");
+    expect((await decide(alone.url)).status).toBe(200);
+    await alone.stop();
+    await shared.stop();
+    expect(alone.lines.find((l) => l.message === "modules at exit")?.redis).toBe(0);
+    // The same report from a replica that does share its limits: the check sees a loaded client.
+    expect(shared.lines.find((l) => l.message === "modules at exit")?.redis).toBeGreaterThan(0);
   });
 
   it("three replicas under a burst: the model server's peak stays at MAX_INFLIGHT, admissions at MAX_QUEUE + MAX_INFLIGHT, the rest 429, every admitted one answers", async () => {
