@@ -6,12 +6,17 @@
  * this client. Requests of one yes/no question (one upstream call: one reservation, one slot, two
  * hand-backs), sent in rounds that alternate between the two deciders so that the machine's other load
  * falls on both alike; sequentially, then with 4 in flight (MAX_INFLIGHT 4: no request waits for a slot).
+ * Then the Redis path alone, in this process (no HTTP, no model server): what one one-call request asks of
+ * the shared limits (reserve, then the slot; the two hand-backs are not waited for), sequentially, so the
+ * machine's other load shows less than in the end-to-end numbers.
  * Run: pnpm --filter @localdecider/decider bench:redis (the machine's Redis at 127.0.0.1:6379).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { createLogger } from "@localdecider/service-kit";
+import { RedisLimits } from "../src/redis-limits";
 import { freePort, stopProcess, waitUntilOk } from "../test/engine/backends";
 import { decisionBody } from "./workload";
 
@@ -82,6 +87,35 @@ const quantile = (values: number[], q: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 };
 
+/** Milliseconds of each request's asks of the shared limits: reserve(1), then its slot. */
+async function redisPathAlone(count: number): Promise<number[]> {
+  const limits = new RedisLimits({
+    url: REDIS,
+    prefix: `localdecider-bench:${randomUUID()}:`,
+    server: "bench",
+    maxInflight: 4,
+    maxQueue: 256,
+    leaseMs: 15_000,
+    logger: createLogger({ service: "bench", level: "silent" }),
+  });
+  try {
+    while ((await limits.unavailable()) !== undefined) await new Promise((r) => setTimeout(r, 10));
+    const signal = new AbortController().signal;
+    const times: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const started = performance.now();
+      const answer = await limits.reserve(1);
+      if (!answer.ok) throw new Error("refused");
+      await limits.acquire(1, { fromQueue: true, alone: false, signal });
+      times.push(performance.now() - started);
+      limits.release(1);
+    }
+    return times;
+  } finally {
+    await limits.close();
+  }
+}
+
 async function main(): Promise<void> {
   const upstreamChild = spawn(process.execPath, [path.join(__dirname, "fake-upstream.main.js"), String(UPSTREAM_MS)], {
     stdio: ["ignore", "pipe", "inherit"],
@@ -126,6 +160,11 @@ async function main(): Promise<void> {
       const added = (p50.get("shared through Redis") ?? 0) - (p50.get("in this process") ?? 0);
       console.log(`| ${clients} | Redis added, p50 | ${added.toFixed(2)} | | | |`);
     }
+    await redisPathAlone(500);
+    const alone = await redisPathAlone(ROUNDS * PER_ROUND * 4);
+    console.log(
+      `Redis path alone (reserve + slot), ${alone.length} sequential: p50 ${quantile(alone, 0.5).toFixed(3)} ms, p90 ${quantile(alone, 0.9).toFixed(3)} ms, p99 ${quantile(alone, 0.99).toFixed(3)} ms`,
+    );
   } finally {
     for (const child of children.reverse()) await stopProcess(child);
   }
