@@ -5,6 +5,7 @@ import path from "node:path";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
+import { setTimeout as delay } from "node:timers/promises";
 import { rootCauseMessage } from "../upstream/types";
 
 export interface DownloadProgress {
@@ -75,7 +76,7 @@ export async function downloadFile(options: DownloadOptions): Promise<void> {
       if (final || attempt >= attempts) {
         throw err instanceof DownloadError ? err : new DownloadError(rootCauseMessage(err), false);
       }
-      await sleep(wait, options.signal);
+      await delay(wait, undefined, { signal: options.signal });
       wait = Math.min(wait * 2, 30_000);
     }
   }
@@ -218,18 +219,4 @@ async function verifyAndKeep(options: DownloadOptions, meta: PartMeta): Promise<
   if (!head.equals(GGUF_MAGIC)) refuse("not a GGUF file");
   fs.renameSync(part, options.dest);
   fs.rmSync(metaFile, { force: true });
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      "abort",
-      () => {
-        clearTimeout(timer);
-        reject(signal.reason);
-      },
-      { once: true },
-    );
-  });
 }

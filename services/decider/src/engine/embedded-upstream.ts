@@ -54,7 +54,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   start(): Promise<void> {
     this.started ??= this.boot().catch((err: unknown) => {
       if (this.state.phase === "closed") return;
-      const message = err instanceof Error ? err.message : String(err);
+      const message = reason(err);
       this.state = { phase: "failed", message };
       this.options.logger.error("embedded model unavailable", { reason: message });
     });

@@ -108,11 +108,23 @@ export class LlamaEngine {
 
   /** The tokens the model evaluates for these messages, the last one an open (prefilled) assistant message. */
   tokenize(messages: readonly ChatMessage[], continuation = ""): number[] {
+    return this.tokensOf(this.render(messages), continuation);
+  }
+
+  /** The messages through the model's chat template (once per probe: it is the same for every outcome). */
+  private render(messages: readonly ChatMessage[]): NodeLlamaCpp.LlamaText {
     const history: NodeLlamaCpp.ChatHistoryItem[] = messages.map((m) =>
       m.role === "assistant" ? { type: "model", response: [m.content] } : { type: m.role, text: m.content },
     );
-    const { contextText } = this.chatWrapper.generateContextState({ chatHistory: history });
-    const tokens = [...this.lib.LlamaText([contextText, continuation]).tokenize(this.model.tokenizer)];
+    return this.chatWrapper.generateContextState({ chatHistory: history }).contextText;
+  }
+
+  /**
+   * The rendered prompt with an outcome's text after it, tokenized whole: the outcome's first token may
+   * merge with the prompt's last characters, so it is never tokenized apart.
+   */
+  private tokensOf(rendered: NodeLlamaCpp.LlamaText, continuation: string): number[] {
+    const tokens = [...this.lib.LlamaText([rendered, continuation]).tokenize(this.model.tokenizer)];
     const bos = this.model.tokens.bos;
     // As llama-server tokenizes: BOS first when the model asks for one and the template did not write it.
     if (this.model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos) tokens.unshift(bos);
@@ -131,7 +143,8 @@ export class LlamaEngine {
     continuations: readonly string[],
     signal: AbortSignal,
   ): Promise<{ scores: number[]; evaluated: number }> {
-    const full = continuations.map((c) => this.tokenize(messages, c));
+    const rendered = this.render(messages);
+    const full = continuations.map((c) => this.tokensOf(rendered, c));
     const shortest = Math.min(...full.map((t) => t.length));
     let shared = full[0]?.length ?? 0;
     for (const tokens of full) shared = Math.min(shared, sharedPrefix(full[0] as number[], tokens));
