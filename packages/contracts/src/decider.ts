@@ -175,8 +175,23 @@ export const ModelsResponse = z.object({
 });
 export type ModelsResponse = z.infer<typeof ModelsResponse>;
 
-/** 200 body of the decider's `GET /ready`. */
-export const DeciderReadyResponse = z.object({ status: z.literal("ready"), upstream: z.string(), model: z.string() });
+/** One model server as the decider's `GET /ready` lists it (with several, LOCALDECIDER_UPSTREAM=a,b). */
+export const DeciderServerState = z.object({
+  /** Its address without credentials. */
+  server: z.string(),
+  /** `ready`: it takes new requests; `out`: it failed and is probed in the background until it rejoins. */
+  state: z.enum(["ready", "out"]),
+  reason: z.string().optional(),
+});
+export type DeciderServerState = z.infer<typeof DeciderServerState>;
+
+/** 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. */
+export const DeciderReadyResponse = z.object({
+  status: z.literal("ready"),
+  upstream: z.string(),
+  model: z.string(),
+  servers: z.array(DeciderServerState).optional(),
+});
 export type DeciderReadyResponse = z.infer<typeof DeciderReadyResponse>;
 
 /** Every error code the decider answers with, and the one HTTP status each goes with. */

@@ -92,7 +92,6 @@ async function redisPathAlone(count: number): Promise<number[]> {
   const limits = new RedisLimits({
     url: REDIS,
     prefix: `localdecider-bench:${randomUUID()}:`,
-    server: "bench",
     maxInflight: 4,
     maxQueue: 256,
     leaseMs: 15_000,
@@ -106,9 +105,9 @@ async function redisPathAlone(count: number): Promise<number[]> {
       const started = performance.now();
       const answer = await limits.reserve(1);
       if (!answer.ok) throw new Error("refused");
-      await limits.acquire(1, { fromQueue: true, alone: false, signal });
+      await limits.acquire(1, { server: "bench", fromQueue: true, alone: false, signal });
       times.push(performance.now() - started);
-      limits.release(1);
+      limits.release("bench", 1);
     }
     return times;
   } finally {

@@ -25,13 +25,17 @@ import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue } from "./routes/input-limits";
 import { ModelGate } from "./upstream/model-gate";
+import { ServerPool } from "./upstream/pool";
 import type { ReadinessProbe } from "./upstream/readiness";
 import type { Upstream } from "./upstream/types";
 import { SERVICE_VERSION } from "./version";
 
-export interface AppDeps {
-  upstream: Upstream;
-  probe: ReadinessProbe;
+/** What answers: a pool of model servers (main.ts), or one upstream and its probe (a pool of one). */
+type Servers =
+  | { pool: ServerPool; upstream?: undefined; probe?: undefined }
+  | { upstream: Upstream; probe: ReadinessProbe; pool?: undefined };
+
+export type AppDeps = Servers & {
   /** What GET /v1/models says answers the questions (default: the model server at upstreamAddress). */
   describeBackend?: () => BackendInfo;
   limiter: UpstreamLimiter;
@@ -52,7 +56,7 @@ export interface AppDeps {
   calibration?: Calibration;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
-}
+};
 
 export interface DeciderApp {
   app: Express;
@@ -86,13 +90,16 @@ export function buildDeciderOpenApi(): OpenApiDocument {
 }
 
 export function createApp(deps: AppDeps): DeciderApp {
-  const { metrics, observer } = createDeciderMetrics(deps.limiter);
+  const pool =
+    deps.pool ??
+    new ServerPool([{ id: deps.upstreamAddress, upstream: deps.upstream, probe: deps.probe }], deps.logger);
+  const { metrics, observer } = createDeciderMetrics(deps.limiter, pool);
   const openapi = buildDeciderOpenApi();
-  const gate = new ModelGate(deps.probe, deps.logger, deps.probe.maxAgeMs);
+  const gate = new ModelGate(pool, deps.logger, pool.maxAgeMs);
   const decider = new Decider({
     gate,
     allowNoLogprobs: deps.allowNoLogprobs,
-    upstream: deps.upstream,
+    pool,
     limiter: deps.limiter,
     observer: deps.observer === undefined ? observer : fanOut(observer, deps.observer),
     logger: deps.logger,
@@ -120,6 +127,7 @@ export function createApp(deps: AppDeps): DeciderApp {
       decider,
       gate,
       limiter: deps.limiter,
+      pool,
       upstream: deps.upstreamAddress,
       upstreamModel: deps.upstreamModel,
       describeBackend:

@@ -4,16 +4,18 @@ import type { Logger } from "@localdecider/service-kit";
 import type { Config } from "./config";
 import { EmbeddedUpstream } from "./engine/embedded-upstream";
 import { defaultModelsDir, parseModelSource } from "./engine/model-source";
-import { upstreamAddress, upstreamAuthorization } from "./upstream/address";
+import { parseUpstreams, upstreamAddress, upstreamAuthorization } from "./upstream/address";
 import { OpenAIUpstream } from "./upstream/openai-upstream";
-import { ModelListProbe, type ReadinessProbe } from "./upstream/readiness";
-import type { Upstream } from "./upstream/types";
+import { type PoolServer, ServerPool } from "./upstream/pool";
+import { ModelListProbe } from "./upstream/readiness";
 
-/** What answers the questions, chosen by LOCALDECIDER_UPSTREAM: a model server when set, the embedded engine when not. */
+/**
+ * What answers the questions, chosen by LOCALDECIDER_UPSTREAM: the model servers it lists when set, the
+ * embedded engine when not (a pool of one).
+ */
 export interface Backend {
-  upstream: Upstream;
-  probe: ReadinessProbe;
-  /** For /ready and the log: the server's address without credentials, or `embedded`. */
+  pool: ServerPool;
+  /** For /ready and the log: the servers' addresses without credentials (comma separated), or `embedded`. */
   display: string;
   /** The model's name in answers (`localdecider-0.1.0/<this>`) and /ready. */
   model: string;
@@ -26,18 +28,28 @@ export interface Backend {
 export function createBackend(config: Config, logger: Logger): Backend {
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
   if (config.LOCALDECIDER_UPSTREAM !== undefined) {
-    const address = upstreamAddress(config.LOCALDECIDER_UPSTREAM);
-    const authorization = upstreamAuthorization(config.LOCALDECIDER_UPSTREAM_API_KEY, address.basicAuth);
+    const parsed = parseUpstreams(config.LOCALDECIDER_UPSTREAM);
+    if ("problem" in parsed) throw new Error(`LOCALDECIDER_UPSTREAM ${parsed.problem}`);
     const model = config.LOCALDECIDER_UPSTREAM_MODEL;
-    const { baseURL } = address;
+    const servers = parsed.addresses.map((configured): PoolServer => {
+      const address = upstreamAddress(configured);
+      const authorization = upstreamAuthorization(config.LOCALDECIDER_UPSTREAM_API_KEY, address.basicAuth);
+      const { baseURL } = address;
+      return {
+        id: address.display,
+        upstream: new OpenAIUpstream({ baseURL, model, authorization, timeoutMs }),
+        probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: Math.min(timeoutMs, 10_000) }),
+      };
+    });
+    const pool = new ServerPool(servers, logger);
+    const display = servers.map((s) => s.id).join(",");
     return {
-      upstream: new OpenAIUpstream({ baseURL, model, authorization, timeoutMs }),
-      probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: Math.min(timeoutMs, 10_000) }),
-      display: address.display,
+      pool,
+      display,
       model,
-      describe: () => ({ kind: "server", address: address.display, model }),
+      describe: () => ({ kind: "server", address: display, model }),
       start: () => undefined,
-      close: async () => undefined,
+      close: async () => pool.close(),
     };
   }
   const source = parseModelSource(config.LOCALDECIDER_MODEL);
@@ -53,14 +65,13 @@ export function createBackend(config: Config, logger: Logger): Backend {
     },
     logger,
   });
-  return embeddedBackend(embedded, source.kind === "file" ? source.path : source.cachePath);
+  return embeddedBackend(embedded, source.kind === "file" ? source.path : source.cachePath, logger);
 }
 
 /** The embedded engine as a Backend (tests build one over their own EmbeddedUpstream). */
-export function embeddedBackend(embedded: EmbeddedUpstream, file: string): Backend {
+export function embeddedBackend(embedded: EmbeddedUpstream, file: string, logger: Logger): Backend {
   return {
-    upstream: embedded,
-    probe: embedded,
+    pool: new ServerPool([{ id: "embedded", upstream: embedded, probe: embedded }], logger),
     display: "embedded",
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {

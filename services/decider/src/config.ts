@@ -1,6 +1,7 @@
 import { byteSize, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
+import { parseUpstreams } from "./upstream/address";
 
 const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
 const text = (fallback?: string) => (fallback === undefined ? z.string().min(1) : z.string().min(1).default(fallback));
@@ -13,9 +14,17 @@ export const configSchema = z
   .object({
     LOCALDECIDER_HOST: text("127.0.0.1"),
     LOCALDECIDER_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-    // Set: an OpenAI-compatible model server (e.g. llama.cpp's `llama-server --port 8081`), without `/v1`.
+    // Set: an OpenAI-compatible model server (e.g. llama.cpp's `llama-server --port 8081`), without `/v1`, or
+    // several separated by commas (each gets MAX_INFLIGHT; requests spread by least load, with failover).
     // Unset: the embedded engine runs LOCALDECIDER_MODEL in this process.
-    LOCALDECIDER_UPSTREAM: z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional(),
+    LOCALDECIDER_UPSTREAM: z
+      .string()
+      .max(64 * 2048)
+      .superRefine((value, ctx) => {
+        const parsed = parseUpstreams(value);
+        if ("problem" in parsed) ctx.addIssue({ code: "custom", message: parsed.problem });
+      })
+      .optional(),
     LOCALDECIDER_UPSTREAM_MODEL: text("qwen2.5-1.5b-instruct"),
     LOCALDECIDER_UPSTREAM_API_KEY: text().optional(),
     // Embedded engine: a GGUF path, an http(s) URL or hf:<user>/<repo>/<file>.gguf[#branch].
@@ -100,10 +109,11 @@ export const configSchema = z
       return;
     }
     // Credentials in the URL are sent as basic auth; with an API key as well, which one to send is a guess.
-    // zod runs this even when a field failed; an invalid URL has its own message already.
-    if (!URL.canParse(config.LOCALDECIDER_UPSTREAM)) return;
-    const url = new URL(config.LOCALDECIDER_UPSTREAM);
-    if ((url.username !== "" || url.password !== "") && config.LOCALDECIDER_UPSTREAM_API_KEY !== undefined) {
+    // zod runs this even when a field failed; an invalid list has its own message already.
+    const parsed = parseUpstreams(config.LOCALDECIDER_UPSTREAM);
+    if ("problem" in parsed) return;
+    const withCredentials = parsed.addresses.some((a) => new URL(a).username !== "" || new URL(a).password !== "");
+    if (withCredentials && config.LOCALDECIDER_UPSTREAM_API_KEY !== undefined) {
       ctx.addIssue({
         code: "custom",
         path: ["LOCALDECIDER_UPSTREAM"],

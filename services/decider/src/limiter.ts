@@ -7,14 +7,25 @@ export interface LimiterCounts {
   running: number;
 }
 
-/** The upstream calls one admitted request may make; release() returns what it did not use. */
+/** The server a process with one model server (or the embedded engine) runs every call on. */
+export const ONLY_SERVER = "default";
+
+/**
+ * The upstream calls one admitted request may make, all on one model server (its prompt-prefix cache is
+ * reused) until moveTo() sends the rest elsewhere; release() returns what it did not use.
+ */
 export interface Reservation {
-  run<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
+  /** The server its next calls go to. */
+  readonly server: string;
+  /** Runs one call on the reservation's server, in that server's slots; `fn` is told which server. */
+  run<T>(fn: (server: string) => Promise<T>, signal: AbortSignal): Promise<T>;
   /**
-   * Runs one extra call with no other upstream call running beside it (it waits for every slot, ahead of
-   * the queue): a server whose slots share one context may fail calls that only fit alone.
+   * Runs one extra call with no other upstream call running beside it on that server (it waits for every
+   * slot, ahead of the queue): a server whose slots share one context may fail calls that only fit alone.
    */
-  runAlone<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T>;
+  runAlone<T>(fn: (server: string) => Promise<T>, signal: AbortSignal): Promise<T>;
+  /** Sends the calls not yet started to `server` (failover); those waiting in the old server's queue follow. */
+  moveTo(server: string): void;
   release(): void;
 }
 
@@ -43,12 +54,16 @@ export interface SharedLimits {
   /** Reserves `calls` queued calls across replicas; otherwise the calls queued or running there now. */
   reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }>;
   /**
-   * Waits for `weight` running slots across replicas, turning one of this request's queued calls into a
-   * running one when `fromQueue`. `alone` (a lone call) holds off every other replica's calls while it waits.
+   * Waits for `weight` running slots of `server` across replicas, turning one of this request's queued calls
+   * into a running one when `fromQueue`. `alone` (a lone call) holds off every other replica's calls to that
+   * server while it waits.
    */
-  acquire(weight: number, options: { fromQueue: boolean; alone: boolean; signal: AbortSignal }): Promise<void>;
-  /** Frees `weight` running slots. */
-  release(weight: number): void;
+  acquire(
+    weight: number,
+    options: { server: string; fromQueue: boolean; alone: boolean; signal: AbortSignal },
+  ): Promise<void>;
+  /** Frees `weight` running slots of `server`. */
+  release(server: string, weight: number): void;
   /** Returns queued calls that will not run. */
   unreserve(calls: number): void;
   /** Undefined when the shared limits answer; otherwise why not (for /ready). */
@@ -110,14 +125,26 @@ function yieldWithoutTimerFloor(limiter: Bottleneck): void {
   }
 }
 
+/** One model server's slots in this process. */
+interface ServerSlots {
+  bottleneck: Bottleneck;
+  /** Calls reserved for this server and not yet started. */
+  reserved: number;
+  running: number;
+}
+
+/** A job that found its reservation moved to another server before it started: it is scheduled there. */
+const MOVED: unique symbol = Symbol("moved");
+
 /**
- * At most `maxInflight` upstream calls at once (Bottleneck) and at most `maxQueue` waiting. Admission is
- * by reservation: a request reserves every call it will make before any is queued, so one whose calls do
- * not all fit is refused whole. Queueing is fair between requests: each has at most `maxInflight` calls in
- * Bottleneck's FIFO at a time. Bottleneck never retries; the malformed-output retries run inside a job.
+ * At most `maxInflight` upstream calls at once per model server (a Bottleneck each) and at most `maxQueue`
+ * waiting in all. Admission is by reservation: a request reserves every call it will make before any is
+ * queued, so one whose calls do not all fit is refused whole. Queueing is fair between requests: each has at
+ * most `maxInflight` calls in a server's FIFO at a time. Bottleneck never retries; the malformed-output
+ * retries run inside a job.
  */
 export class UpstreamLimiter {
-  private readonly bottleneck: Bottleneck;
+  private readonly servers = new Map<string, ServerSlots>();
   private reserved = 0;
   private running = 0;
 
@@ -126,11 +153,7 @@ export class UpstreamLimiter {
     readonly maxQueue: number,
     /** Unset: this process's limits alone (no Redis, nothing else loaded). */
     private readonly shared?: SharedLimits,
-  ) {
-    this.bottleneck = new Bottleneck({ maxConcurrent: maxInflight });
-    yieldWithoutTimerFloor(this.bottleneck);
-    runWithoutTimerFloor(this.bottleneck);
-  }
+  ) {}
 
   /** Whether a request of this many calls could ever be admitted, even with an empty queue. */
   fits(calls: number): boolean {
@@ -141,59 +164,107 @@ export class UpstreamLimiter {
     return { queued: this.reserved, running: this.running };
   }
 
+  /** The same counts for each server this process has sent calls to. */
+  serverCounts(): Map<string, LimiterCounts> {
+    return new Map([...this.servers].map(([server, s]) => [server, { queued: s.reserved, running: s.running }]));
+  }
+
+  /** This process's calls reserved for or running on `server`: what "least load" compares. */
+  load(server: string): number {
+    const slots = this.servers.get(server);
+    return slots === undefined ? 0 : slots.reserved + slots.running;
+  }
+
   /** Undefined when this limiter can admit work; otherwise why not (the shared limits do not answer). */
   async unavailable(): Promise<string | undefined> {
     return this.shared?.unavailable();
   }
 
+  private slots(server: string): ServerSlots {
+    let slots = this.servers.get(server);
+    if (slots === undefined) {
+      const bottleneck = new Bottleneck({ maxConcurrent: this.maxInflight });
+      yieldWithoutTimerFloor(bottleneck);
+      runWithoutTimerFloor(bottleneck);
+      slots = { bottleneck, reserved: 0, running: 0 };
+      this.servers.set(server, slots);
+    }
+    return slots;
+  }
+
   /**
-   * Reserves `calls` upstream calls, or says how many calls are queued or running ahead when they would
-   * overflow the queue (here, or across replicas with shared limits). Throws LimiterUnavailableError when
-   * the shared limits cannot be asked.
+   * Reserves `calls` upstream calls on `server`, or says how many calls are queued or running ahead when they
+   * would overflow the queue (here, or across replicas with shared limits). Throws LimiterUnavailableError
+   * when the shared limits cannot be asked.
    */
-  async tryReserve(calls: number): Promise<{ reservation: Reservation } | { ahead: number }> {
+  async tryReserve(calls: number, server = ONLY_SERVER): Promise<{ reservation: Reservation } | { ahead: number }> {
     const shared = this.shared;
     if (shared === undefined) {
       if (this.reserved + calls > this.maxQueue) return { ahead: this.reserved + this.running };
     } else {
-      const answer = await shared.reserve(calls);
+      // Counted on the server at once, so that requests choosing a server meanwhile see this one's load.
+      this.slots(server).reserved += calls;
+      let answer: Awaited<ReturnType<SharedLimits["reserve"]>>;
+      try {
+        answer = await shared.reserve(calls);
+      } finally {
+        this.slots(server).reserved -= calls;
+      }
       if (!answer.ok) return { ahead: answer.ahead };
     }
+    let current = server;
     this.reserved += calls;
+    this.slots(current).reserved += calls;
     let left = calls;
     const take = (): boolean => {
       if (left === 0) return false;
       left -= 1;
       this.reserved -= 1;
+      this.slots(current).reserved -= 1;
       return true;
     };
     const job =
-      <T>(fn: () => Promise<T>, signal: AbortSignal, alone: boolean, onStart: () => boolean) =>
-      async (): Promise<T> => {
-        const fromQueue = onStart();
+      <T>(on: string, fn: (server: string) => Promise<T>, signal: AbortSignal, alone: boolean, fromQueue: boolean) =>
+      async (): Promise<T | typeof MOVED> => {
+        if (on !== current) return MOVED;
+        const queued = fromQueue && take();
         const weight = alone ? this.maxInflight : 1;
         // A call whose client went away while it waited never reaches the upstream.
         if (signal.aborted) {
-          if (fromQueue) shared?.unreserve(1);
+          if (queued) shared?.unreserve(1);
           throw new AbortedError();
         }
         if (shared !== undefined) {
           // This process's slot is held meanwhile: its queue order stays Bottleneck's.
           try {
-            await shared.acquire(weight, { fromQueue, alone, signal });
+            await shared.acquire(weight, { server: on, fromQueue: queued, alone, signal });
           } catch (err) {
-            if (fromQueue) shared.unreserve(1);
+            if (queued) shared.unreserve(1);
             throw err;
           }
         }
+        const slots = this.slots(on);
         this.running += 1;
+        slots.running += 1;
         try {
-          return await fn();
+          return await fn(on);
         } finally {
           this.running -= 1;
-          shared?.release(weight);
+          slots.running -= 1;
+          shared?.release(on, weight);
         }
       };
+    /** Schedules on the reservation's server; a job that finds it moved is scheduled again on the new one. */
+    const schedule = async <T>(fn: (server: string) => Promise<T>, signal: AbortSignal, alone: boolean): Promise<T> => {
+      for (;;) {
+        const on = current;
+        // Weight = every slot, so Bottleneck starts a lone call only when nothing else runs; priority 0
+        // puts it ahead of waiting calls (the default is 5), so it waits for the running ones only.
+        const options = alone ? { weight: this.maxInflight, priority: 0 } : {};
+        const result = await this.slots(on).bottleneck.schedule(options, job(on, fn, signal, alone, !alone));
+        if (result !== MOVED) return result;
+      }
+    };
     // Fairness: at most `maxInflight` of this request's calls are in Bottleneck's FIFO at a time; the
     // rest wait here, in order. A request that arrives later so queues behind at most `maxInflight` calls
     // of each request already waiting, not behind all of a large request's calls.
@@ -212,7 +283,10 @@ export class UpstreamLimiter {
       else next(); // the finished call's turn goes to the next one
     };
     const reservation: Reservation = {
-      run: async <T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> => {
+      get server() {
+        return current;
+      },
+      run: async <T>(fn: (server: string) => Promise<T>, signal: AbortSignal): Promise<T> => {
         if (signal.aborted) {
           if (take()) shared?.unreserve(1);
           throw new AbortedError();
@@ -224,22 +298,24 @@ export class UpstreamLimiter {
             if (take()) shared?.unreserve(1);
             throw new AbortedError();
           }
-          return await this.bottleneck.schedule(job(fn, signal, false, take));
+          return await schedule(fn, signal, false);
         } finally {
           pass();
         }
       },
-      runAlone: <T>(fn: () => Promise<T>, signal: AbortSignal) => {
+      runAlone: <T>(fn: (server: string) => Promise<T>, signal: AbortSignal) => {
         if (signal.aborted) return Promise.reject(new AbortedError());
-        // Weight = every slot, so Bottleneck starts it only when nothing else runs; priority 0 puts it
-        // ahead of waiting calls (the default is 5), so it waits for the running ones only.
-        return this.bottleneck.schedule(
-          { weight: this.maxInflight, priority: 0 },
-          job(fn, signal, true, () => false),
-        );
+        return schedule(fn, signal, true);
+      },
+      moveTo: (server: string) => {
+        if (server === current) return;
+        this.slots(current).reserved -= left;
+        this.slots(server).reserved += left;
+        current = server;
       },
       release: () => {
         this.reserved -= left;
+        this.slots(current).reserved -= left;
         if (left > 0) shared?.unreserve(left);
         left = 0;
       },
@@ -248,12 +324,12 @@ export class UpstreamLimiter {
   }
 
   /** Seconds a refused client should wait: the calls ahead drained at the observed pace, at least 1. */
-  retryAfterSeconds(ahead: number, averageCallMs: number): number {
-    return Math.max(1, Math.ceil((ahead * averageCallMs) / this.maxInflight / 1000));
+  retryAfterSeconds(ahead: number, averageCallMs: number, servers = 1): number {
+    return Math.max(1, Math.ceil((ahead * averageCallMs) / (this.maxInflight * servers) / 1000));
   }
 
   async stop(): Promise<void> {
-    await this.bottleneck.stop({ dropWaitingJobs: false });
+    await Promise.all([...this.servers.values()].map((s) => s.bottleneck.stop({ dropWaitingJobs: false })));
     await this.shared?.close();
   }
 }

@@ -15,11 +15,10 @@ async function main(): Promise<void> {
   const calibration =
     config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION);
   const backend = createBackend(config, logger);
-  const shared = await sharedLimits(config, backend.display, logger);
+  const shared = await sharedLimits(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE, shared);
   const { app } = createApp({
-    upstream: backend.upstream,
-    probe: backend.probe,
+    pool: backend.pool,
     describeBackend: () => backend.describe(),
     limiter,
     logger,
@@ -74,7 +73,6 @@ async function main(): Promise<void> {
 /** The Redis-shared limits when LOCALDECIDER_REDIS_URL is set; ioredis is loaded only then. */
 async function sharedLimits(
   config: Config,
-  server: string,
   logger: ReturnType<typeof createLogger>,
 ): Promise<SharedLimits | undefined> {
   const url = config.LOCALDECIDER_REDIS_URL;
@@ -83,7 +81,6 @@ async function sharedLimits(
   return new RedisLimits({
     url,
     prefix: config.LOCALDECIDER_REDIS_PREFIX,
-    server,
     maxInflight: config.LOCALDECIDER_MAX_INFLIGHT,
     maxQueue: config.LOCALDECIDER_MAX_QUEUE,
     leaseMs: config.LOCALDECIDER_REDIS_LEASE_MS,

@@ -1,6 +1,7 @@
 import { Counter, createMetrics, Gauge, Histogram, type Metrics } from "@localdecider/service-kit";
 import type { UpstreamLimiter } from "./limiter";
 import type { DeciderObserver, UpstreamOutcome } from "./observer";
+import type { ServerPool } from "./upstream/pool";
 
 /**
  * Upstream call latency buckets in seconds: a small CPU model answers in tenths of a second to tens of
@@ -19,7 +20,10 @@ export interface DeciderMetrics {
  * The decider's Prometheus series on a registry of its own (one per app, so test apps never share one).
  * The queue gauges are read from the limiter when scraped rather than kept in step with it.
  */
-export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): DeciderMetrics {
+export function createDeciderMetrics(
+  limiter: Pick<UpstreamLimiter, "counts" | "serverCounts">,
+  pool: Pick<ServerPool, "states">,
+): DeciderMetrics {
   const metrics = createMetrics({ service: "decider" });
   const registers = [metrics.registry];
   new Gauge({
@@ -32,16 +36,27 @@ export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): 
   });
   new Gauge({
     name: "decider_upstream_inflight",
-    help: "Upstream calls running now (at most LOCALDECIDER_MAX_INFLIGHT).",
+    help: "Upstream calls running now on each model server (at most LOCALDECIDER_MAX_INFLIGHT per server).",
+    labelNames: ["server"] as const,
     registers,
     collect() {
-      this.set(limiter.counts().running);
+      const counts = limiter.serverCounts();
+      for (const { id } of pool.states()) this.set({ server: id }, counts.get(id)?.running ?? 0);
+    },
+  });
+  new Gauge({
+    name: "decider_upstream_in_rotation",
+    help: "1 while a model server takes new requests, 0 while it is out of rotation (failed; probed to rejoin).",
+    labelNames: ["server"] as const,
+    registers,
+    collect() {
+      for (const { id, inRotation } of pool.states()) this.set({ server: id }, inRotation ? 1 : 0);
     },
   });
   const upstreamDuration = new Histogram({
     name: "decider_upstream_call_duration_seconds",
-    help: "Duration of each call to the model server, by outcome (ok, malformed, error, timeout, aborted).",
-    labelNames: ["outcome"] as const,
+    help: "Duration of each call to a model server, by server and outcome (ok, malformed, error, timeout, aborted).",
+    labelNames: ["server", "outcome"] as const,
     buckets: UPSTREAM_BUCKETS,
     registers,
   });
@@ -67,14 +82,16 @@ export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): 
     registers,
   });
   // Every outcome shows from the first scrape, at 0, so rate() and alerts work before the first failure.
-  for (const outcome of ["ok", "malformed", "error", "timeout", "aborted"] satisfies UpstreamOutcome[]) {
-    upstreamDuration.zero({ outcome });
+  for (const { id: server } of pool.states()) {
+    for (const outcome of ["ok", "malformed", "error", "timeout", "aborted"] satisfies UpstreamOutcome[]) {
+      upstreamDuration.zero({ server, outcome });
+    }
   }
   tokens.inc({ direction: "input" }, 0);
   tokens.inc({ direction: "output" }, 0);
 
   const observer: DeciderObserver = {
-    upstreamCall: (durationMs, outcome) => upstreamDuration.observe({ outcome }, durationMs / 1000),
+    upstreamCall: (durationMs, outcome, server) => upstreamDuration.observe({ server, outcome }, durationMs / 1000),
     tokens: (input, output) => {
       tokens.inc({ direction: "input" }, input);
       tokens.inc({ direction: "output" }, output);
@@ -89,8 +106,8 @@ export function createDeciderMetrics(limiter: Pick<UpstreamLimiter, "counts">): 
 /** Calls every observer in turn: the metrics one, plus any the caller passed (tests record with one). */
 export function fanOut(...observers: DeciderObserver[]): DeciderObserver {
   return {
-    upstreamCall: (ms, outcome) => {
-      for (const o of observers) o.upstreamCall(ms, outcome);
+    upstreamCall: (ms, outcome, server) => {
+      for (const o of observers) o.upstreamCall(ms, outcome, server);
     },
     tokens: (input, output) => {
       for (const o of observers) o.tokens(input, output);

@@ -6,7 +6,8 @@ export type UpstreamOutcome = "ok" | "malformed" | "error" | "timeout" | "aborte
  * request path, so implementations must be cheap and must not throw.
  */
 export interface DeciderObserver {
-  upstreamCall(durationMs: number, outcome: UpstreamOutcome): void;
+  /** One call to `server` (its address without credentials, or `embedded`) ended as `outcome`. */
+  upstreamCall(durationMs: number, outcome: UpstreamOutcome, server: string): void;
   tokens(input: number, output: number): void;
   malformedRetry(): void;
   queueRejected(): void;

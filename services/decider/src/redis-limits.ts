@@ -16,8 +16,6 @@ export interface RedisLimitsOptions {
   url: string;
   /** Every key and the channel start with it (LOCALDECIDER_REDIS_PREFIX). */
   prefix: string;
-  /** The model server these running slots are counted for (its address without credentials). */
-  server: string;
   maxInflight: number;
   maxQueue: number;
   /** A replica not heard from for this long loses its reservations (LOCALDECIDER_REDIS_LEASE_MS). */
@@ -27,7 +25,7 @@ export interface RedisLimitsOptions {
 
 type Mode = "op" | "alone" | "unclaim" | "set";
 
-/** The script's answer: admitted (1) or not (0), then the totals it saw, queued and running. */
+/** The script's answer: admitted (1) or not (0), then the totals it saw, queued and running on the target. */
 type Answer = [number, number, number];
 
 interface RedisWithLimits extends Redis {
@@ -41,8 +39,9 @@ interface RedisWithLimits extends Redis {
 }
 
 /**
- * MAX_QUEUE and MAX_INFLIGHT shared by every replica with the same Redis and prefix. Redis holds, per live
- * replica, its queued calls and its running slots; one Lua script (redis-script.ts) checks the totals and
+ * MAX_QUEUE and MAX_INFLIGHT (per model server, named by its address without credentials) shared by every
+ * replica with the same Redis and prefix. Redis holds, per live replica, its queued calls and its running
+ * slots on each server; one Lua script (redis-script.ts) checks the totals and
  * changes this replica's counts in one step, so two replicas can never both take the last place. Each
  * replica renews a lease on its counts (a heartbeat every third of LOCALDECIDER_REDIS_LEASE_MS); a replica
  * that stops renewing (killed, frozen, cut off) loses its counts when the lease ends.
@@ -55,15 +54,15 @@ export class RedisLimits implements SharedLimits {
   private readonly client: RedisWithLimits;
   private readonly subscriber: Redis;
   private readonly me = randomUUID();
-  private readonly keys: [string, string, string, string];
+  private readonly prefix: string;
   private readonly channel: string;
   private readonly display: string;
   /** Confirmed counts: what Redis holds for this replica once every sent change is applied. */
   private queued = 0;
-  private running = 0;
+  private readonly running = new Map<string, number>();
   /** Increments sent and not yet answered: counted in what this replica reports until they are. */
   private pendingQueued = 0;
-  private pendingRunning = 0;
+  private readonly pendingRunning = new Map<string, number>();
   private heartbeat: NodeJS.Timeout | undefined;
   /** Whether the last heartbeat reached Redis: until one does after a reconnect, nothing is admitted. */
   private synced = false;
@@ -72,9 +71,8 @@ export class RedisLimits implements SharedLimits {
   private closed = false;
 
   constructor(private readonly options: RedisLimitsOptions) {
-    const p = options.prefix;
-    this.keys = [`${p}leases`, `${p}queued`, `${p}running:${options.server}`, `${p}alone:${options.server}`];
-    this.channel = `${p}freed:${options.server}`;
+    this.prefix = options.prefix;
+    this.channel = `${options.prefix}freed`;
     this.display = redisDisplay(options.url);
     const connection = {
       // Never queue a command while disconnected, never replay one after a reconnect: a reservation must
@@ -108,32 +106,35 @@ export class RedisLimits implements SharedLimits {
   }
 
   async reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }> {
-    const [ok, queued, running] = await this.change(calls, 0, "op");
+    const [ok, queued, running] = await this.change(calls, 0, "", "op");
     return ok === 1 ? { ok: true } : { ok: false, ahead: queued + running };
   }
 
-  async acquire(weight: number, options: { fromQueue: boolean; alone: boolean; signal: AbortSignal }): Promise<void> {
-    const { fromQueue, alone, signal } = options;
+  async acquire(
+    weight: number,
+    options: { server: string; fromQueue: boolean; alone: boolean; signal: AbortSignal },
+  ): Promise<void> {
+    const { server, fromQueue, alone, signal } = options;
     try {
       for (;;) {
         if (signal.aborted) throw new AbortedError();
-        const [ok] = await this.change(fromQueue ? -1 : 0, weight, alone ? "alone" : "op");
+        const [ok] = await this.change(fromQueue ? -1 : 0, weight, server, alone ? "alone" : "op");
         if (ok === 1) return;
         await this.nextChance(signal);
       }
     } catch (err) {
       // A lone call that gives up must not hold every other replica off until its claim expires.
-      if (alone) void this.change(0, 0, "unclaim").catch(() => undefined);
+      if (alone) void this.change(0, 0, server, "unclaim").catch(() => undefined);
       throw err;
     }
   }
 
-  release(weight: number): void {
-    void this.change(0, -weight, "op");
+  release(server: string, weight: number): void {
+    void this.change(0, -weight, server, "op");
   }
 
   unreserve(calls: number): void {
-    void this.change(-calls, 0, "op");
+    void this.change(-calls, 0, "", "op");
   }
 
   async unavailable(): Promise<string | undefined> {
@@ -154,15 +155,24 @@ export class RedisLimits implements SharedLimits {
     for (const wake of this.wakers) wake();
     // Hand back what this replica still holds at once instead of leaving it to the lease.
     if (this.client.status === "ready") {
-      await this.run(-this.queued, -this.running, "op", this.reported()).catch(() => undefined);
+      const held = this.reported();
+      const freed = [...held.running].filter(([, running]) => running > 0);
+      await Promise.all([
+        this.run(-held.queued, 0, "", "op", held),
+        ...freed.map(([server, running]) => this.run(0, -running, server, "op", held)),
+      ]).catch(() => undefined);
     }
     this.subscriber.disconnect();
     this.client.disconnect();
   }
 
   /** What this replica holds, never below the truth: confirmed counts plus increments still unanswered. */
-  private reported(): [number, number] {
-    return [this.queued + this.pendingQueued, this.running + this.pendingRunning];
+  private reported(): Held {
+    const running = new Map<string, number>();
+    for (const server of new Set([...this.running.keys(), ...this.pendingRunning.keys()])) {
+      running.set(server, (this.running.get(server) ?? 0) + (this.pendingRunning.get(server) ?? 0));
+    }
+    return { queued: this.queued + this.pendingQueued, running };
   }
 
   /**
@@ -170,15 +180,15 @@ export class RedisLimits implements SharedLimits {
    * change that frees only (release, unreserve) is never refused and counts at once; one that takes
    * (reserve, a slot) counts only once admitted, and is reported as taken while unanswered.
    */
-  private async change(dq: number, dr: number, mode: Mode): Promise<Answer> {
+  private async change(dq: number, dr: number, server: string, mode: Mode): Promise<Answer> {
     if (this.closed) throw new LimiterUnavailableError("the decider is shutting down");
     // What Redis should hold for this replica before this change, if it has lost it.
     const before = this.reported();
     if (dq <= 0 && dr <= 0) {
       this.queued += dq;
-      this.running += dr;
+      add(this.running, server, dr);
       // Unanswered (Redis down): the next heartbeat sets this replica's counts to what it holds.
-      return this.run(dq, dr, mode, before).catch((): Answer => [1, 0, 0]);
+      return this.run(dq, dr, server, mode, before).catch((): Answer => [1, 0, 0]);
     }
     if (this.client.status !== "ready" || !this.synced) {
       throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} is unreachable`);
@@ -186,37 +196,43 @@ export class RedisLimits implements SharedLimits {
     const upQ = Math.max(dq, 0);
     const upR = Math.max(dr, 0);
     this.pendingQueued += upQ;
-    this.pendingRunning += upR;
+    add(this.pendingRunning, server, upR);
     let answer: Answer;
     try {
-      answer = await this.run(dq, dr, mode, before);
+      answer = await this.run(dq, dr, server, mode, before);
     } catch (err) {
       throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} did not answer`, { cause: err });
     } finally {
       this.pendingQueued -= upQ;
-      this.pendingRunning -= upR;
+      add(this.pendingRunning, server, -upR);
     }
     if (answer[0] === 1) {
       this.queued += dq;
-      this.running += dr;
+      add(this.running, server, dr);
     }
     return answer;
   }
 
-  private run(dq: number, dr: number, mode: Mode, before: [number, number]): Promise<Answer> {
+  /** One run of the script (redis-script.ts) for this replica, with what it holds to restore if need be. */
+  private run(dq: number, dr: number, server: string, mode: Mode, before: Held): Promise<Answer> {
     const o = this.options;
+    const p = this.prefix;
     return this.client.localdeciderLimits(
-      ...this.keys,
+      `${p}leases`,
+      `${p}queued`,
+      `${p}running`,
+      `${p}alone:${server}`,
       this.me,
       o.leaseMs,
-      before[0],
-      before[1],
-      dq,
-      dr,
-      o.maxQueue,
-      o.maxInflight,
       mode,
       this.channel,
+      o.maxQueue,
+      o.maxInflight,
+      server,
+      dq,
+      dr,
+      before.queued,
+      ...[...before.running].flat(),
     );
   }
 
@@ -224,7 +240,7 @@ export class RedisLimits implements SharedLimits {
   private async beat(): Promise<void> {
     if (this.closed || this.client.status !== "ready") return;
     try {
-      await this.run(0, 0, "set", this.reported());
+      await this.run(0, 0, "", "set", this.reported());
       if (!this.synced || this.down !== undefined) {
         this.options.logger.info("shared limits: Redis answers", { redis: this.display });
       }
@@ -271,6 +287,17 @@ export class RedisLimits implements SharedLimits {
       signal.addEventListener("abort", onAbort, { once: true });
     });
   }
+}
+
+/** What this replica holds: queued calls (all servers) and running slots per server. */
+interface Held {
+  queued: number;
+  running: Map<string, number>;
+}
+
+/** Adds `delta` to a per-server count, keeping every server once seen (the heartbeat then sets it to 0). */
+function add(counts: Map<string, number>, server: string, delta: number): void {
+  if (delta !== 0 || !counts.has(server)) counts.set(server, (counts.get(server) ?? 0) + delta);
 }
 
 /** The Redis address for logs and /ready: never its password. */

@@ -101,8 +101,15 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["-1", "Too small: expected number to be >=0"],
     ],
     LOCALDECIDER_UPSTREAM: [
-      ["nope", "must be an http:// or https:// URL"],
-      ["ftp://model:21", "must be an http:// or https:// URL"],
+      ["nope", "must be an http:// or https:// URL, or several separated by commas"],
+      ["ftp://model:21", "must be an http:// or https:// URL, or several separated by commas"],
+      [
+        "http://a:8081,ftp://b:21",
+        "must be an http:// or https:// URL, or several separated by commas (address 2 of 2)",
+      ],
+      ["http://a:8081,http://a:8081/", "lists http://a:8081 twice"],
+      ["http://a:8081,", "must be an http:// or https:// URL, or several separated by commas (address 2 of 2)"],
+      [Array.from({ length: 65 }, (_, i) => `http://m${i}:8081`).join(","), "lists more than 64 model servers"],
     ],
     LOCALDECIDER_UPSTREAM_MODEL: [],
     // Alone it has nothing to go to: the embedded engine takes no key.

@@ -9,7 +9,8 @@ import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
 import { RedisLimits } from "../src/redis-limits";
 import { upstreamAddress, upstreamAuthorization } from "../src/upstream/address";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
-import { ModelListProbe } from "../src/upstream/readiness";
+import type { ServerPool } from "../src/upstream/pool";
+import { ModelListProbe, type ReadinessProbe } from "../src/upstream/readiness";
 import type { Upstream } from "../src/upstream/types";
 import { FakeUpstream, type Flavour } from "./fake-upstream/server";
 import { recorder } from "./setup/openapi-responses";
@@ -21,8 +22,11 @@ export class RecordingObserver implements DeciderObserver {
   output = 0;
   retries = 0;
   rejected = 0;
-  upstreamCall(_ms: number, outcome: UpstreamOutcome): void {
+  /** The server of each call, in the order the calls ended. */
+  servers: string[] = [];
+  upstreamCall(_ms: number, outcome: UpstreamOutcome, server: string): void {
     this.calls.push(outcome);
+    this.servers.push(server);
   }
   tokens(input: number, output: number): void {
     this.input += input;
@@ -104,11 +108,14 @@ export function deciderFor(
   );
 }
 
-/** The real app in front of any upstream adapter (a model server's, or the embedded engine). */
-export function deciderOver(
-  backend: Pick<Backend, "upstream" | "probe" | "display" | "model"> & { describe?: Backend["describe"] },
-  options: HarnessOptions = {},
-): DeciderUnderTest {
+/** What deciderOver puts the app in front of: a pool of servers, or one upstream adapter and its probe. */
+export type BackendUnderTest = Pick<Backend, "display" | "model"> & { describe?: Backend["describe"] } & (
+    | { pool: ServerPool; upstream?: undefined; probe?: undefined }
+    | { upstream: Upstream; probe: ReadinessProbe; pool?: undefined }
+  );
+
+/** The real app in front of any upstream adapter (a model server's, or the embedded engine), or a pool. */
+export function deciderOver(backend: BackendUnderTest, options: HarnessOptions = {}): DeciderUnderTest {
   const observer = new RecordingObserver();
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
   const maxInflight = options.maxInflight ?? 2;
@@ -118,7 +125,6 @@ export function deciderOver(
       ? new RedisLimits({
           url: MACHINE_REDIS,
           prefix: `localdecider-test:${randomUUID()}:`,
-          server: backend.display,
           maxInflight,
           maxQueue,
           leaseMs: 5000,
@@ -127,8 +133,7 @@ export function deciderOver(
       : undefined;
   const limiter = new UpstreamLimiter(maxInflight, maxQueue, shared);
   const { app, decider } = createApp({
-    upstream: backend.upstream,
-    probe: backend.probe,
+    ...(backend.pool === undefined ? { upstream: backend.upstream, probe: backend.probe } : { pool: backend.pool }),
     ...(backend.describe === undefined ? {} : { describeBackend: backend.describe }),
     limiter,
     logger,

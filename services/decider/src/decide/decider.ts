@@ -7,14 +7,16 @@ import { ACCEPTED_MODELS, servedModelName } from "../models";
 import type { DeciderObserver } from "../observer";
 import { renderPrompt } from "../prompt";
 import type { ModelGate } from "../upstream/model-gate";
-import { type ProbeResult, type Upstream, UpstreamError } from "../upstream/types";
+import type { ServerPool } from "../upstream/pool";
+import { type ProbeResult, UpstreamError } from "../upstream/types";
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
 import { type ProbeRequest, probeOf } from "./probe";
 import { outcomeOfToken, readOut, readScores } from "./readout";
 
 export interface DeciderOptions {
-  upstream: Upstream;
+  /** The model servers (or the embedded engine, a pool of one). */
+  pool: ServerPool;
   limiter: UpstreamLimiter;
   observer: DeciderObserver;
   logger: Logger;
@@ -101,7 +103,7 @@ export class Decider {
     await this.options.gate.assertServed();
     const plan = planRequest(questions, {
       ...this.options.limits,
-      outcomesPerPart: this.options.upstream.outcomesPerPart,
+      outcomesPerPart: this.options.pool.outcomesPerPart,
     });
     const reservation = await this.admit(plan);
     return this.decide(state, plan, reservation, signal);
@@ -116,15 +118,18 @@ export class Decider {
         `this request needs ${plan.callCount} upstream calls but at most ${this.options.limiter.maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
       );
     }
+    const { limiter, pool } = this.options;
+    // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
+    const server = pool.choose((id) => limiter.load(id)) ?? pool.servers[0];
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
-      answer = await this.options.limiter.tryReserve(plan.callCount);
+      answer = await limiter.tryReserve(plan.callCount, server?.id);
     } catch (err) {
       throw limiterAppError(err);
     }
     if ("ahead" in answer) {
       this.options.observer.queueRejected();
-      const retryAfter = this.options.limiter.retryAfterSeconds(answer.ahead, this.averageCallMs);
+      const retryAfter = limiter.retryAfterSeconds(answer.ahead, this.averageCallMs, pool.servers.length);
       throw deciderError("queue_full", `too many decisions queued; retry in ${retryAfter} s`, {
         headers: { "Retry-After": String(retryAfter) },
       });
@@ -198,36 +203,74 @@ export class Decider {
 
   /**
    * One part's call in a limiter slot. A shared-context overflow (calls that fit alone failing together)
-   * is tried once more with no other call running; if it still does not fit, the request is too long.
+   * is tried once more with no other call running; if it still does not fit, the request is too long. A
+   * server that fails as a server fails is taken out of rotation and the call goes to another (failOver).
    */
   private async ask(run: RequestRun, probe: ProbeRequest, part: Part): Promise<PartResult> {
     const signal = run.controller.signal;
-    const attempt = () => this.attempts(run, probe, part);
-    try {
+    const failed = new Set<string>();
+    for (;;) {
+      let server = run.reservation.server;
+      const attempt = (on: string) => {
+        server = on;
+        return this.attempts(run, on, probe, part);
+      };
       try {
-        return await run.reservation.run(attempt, signal);
-      } catch (err) {
-        if (!(err instanceof UpstreamError && isSharedContextOverflow(err))) throw err;
-        this.options.logger.warn("calls running together exceeded the backend's shared context; retrying alone", {
-          question: part.question,
-        });
-        return await run.reservation.runAlone(attempt, signal);
-      }
-    } catch (err) {
-      if (err instanceof UpstreamError) {
-        if (err.failure.kind !== "aborted") {
-          this.options.logger.warn("upstream call failed", { question: part.question, failure: err.failure });
+        try {
+          return await run.reservation.run(attempt, signal);
+        } catch (err) {
+          if (!(err instanceof UpstreamError && isSharedContextOverflow(err))) throw err;
+          this.options.logger.warn("calls running together exceeded the backend's shared context; retrying alone", {
+            question: part.question,
+          });
+          return await run.reservation.runAlone(attempt, signal);
         }
-        throw upstreamAppError(err, this.options.timeoutSeconds);
+      } catch (err) {
+        if (!signal.aborted && this.failOver(run, server, err, failed)) continue;
+        throw this.clientError(err, part, server);
       }
-      if (err instanceof AbortedError) throw deciderError("request_aborted", "request cancelled");
-      throw limiterAppError(err);
     }
   }
 
+  /**
+   * After a call failed on `server`: when the failure says the server cannot serve (pool.failed), takes it
+   * out of rotation and moves the request's remaining calls to the least loaded server this call has not
+   * failed on. Returns whether the call should run again (on the reservation's server, which a sibling call
+   * may have moved already). Bounded: each server fails a call at most once.
+   */
+  private failOver(run: RequestRun, server: string, err: unknown, failed: Set<string>): boolean {
+    const { pool, limiter, logger } = this.options;
+    if (!pool.failed(server, err)) return false;
+    failed.add(server);
+    if (run.reservation.server === server) {
+      const next = pool.choose((id) => limiter.load(id), failed);
+      if (next === undefined) return false;
+      logger.warn("model server failed; its request moves to another", {
+        from: server,
+        to: next.id,
+        failure: err instanceof UpstreamError ? err.failure : String(err),
+      });
+      run.reservation.moveTo(next.id);
+    }
+    return !failed.has(run.reservation.server);
+  }
+
+  /** A call's failure as the client's error (the server's own text goes to the log only). */
+  private clientError(err: unknown, part: Part, server: string): unknown {
+    if (err instanceof UpstreamError) {
+      if (err.failure.kind !== "aborted") {
+        this.options.logger.warn("upstream call failed", { question: part.question, server, failure: err.failure });
+      }
+      return upstreamAppError(err, this.options.timeoutSeconds);
+    }
+    if (err instanceof AbortedError) return deciderError("request_aborted", "request cancelled");
+    return limiterAppError(err);
+  }
+
   /** The call and its malformed-response retries, all inside one limiter slot. */
-  private async attempts(run: RequestRun, probe: ProbeRequest, part: Part): Promise<PartResult> {
-    const { upstream, observer, logger, malformedRetries } = this.options;
+  private async attempts(run: RequestRun, server: string, probe: ProbeRequest, part: Part): Promise<PartResult> {
+    const { pool, observer, logger, malformedRetries } = this.options;
+    const { upstream } = pool.get(server);
     let reason = "";
     for (let attempt = 0; attempt <= malformedRetries; attempt++) {
       if (attempt > 0) observer.malformedRetry();
@@ -238,13 +281,13 @@ export class Decider {
       } catch (err) {
         const elapsed = performance.now() - started;
         if (err instanceof UpstreamError && err.failure.kind === "malformed") {
-          observer.upstreamCall(elapsed, "malformed");
+          observer.upstreamCall(elapsed, "malformed", server);
           reason = err.failure.message;
           logger.warn("malformed model response", { attempt: attempt + 1, reason });
           continue;
         }
         const kind = err instanceof UpstreamError ? err.failure.kind : "error";
-        observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error");
+        observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error", server);
         throw err;
       }
       const elapsed = performance.now() - started;
@@ -253,11 +296,11 @@ export class Decider {
       observer.tokens(result.usage.input, result.usage.output);
       const distribution = this.distribution(run, result, probe, part);
       if (distribution !== undefined) {
-        observer.upstreamCall(elapsed, "ok");
+        observer.upstreamCall(elapsed, "ok", server);
         this.averageCallMs = 0.8 * this.averageCallMs + 0.2 * elapsed;
         return { part, distribution };
       }
-      observer.upstreamCall(elapsed, "malformed");
+      observer.upstreamCall(elapsed, "malformed", server);
       const emitted = result.scores === undefined ? (result.emitted?.token ?? null) : null;
       reason = `the emitted token ${JSON.stringify(emitted)} begins no single outcome`;
       logger.warn("malformed model response", { attempt: attempt + 1, reason });

@@ -3,6 +3,7 @@ import type { RouteHandlers } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
 import type { UpstreamLimiter } from "../limiter";
 import type { ModelGate } from "../upstream/model-gate";
+import type { ServerPool } from "../upstream/pool";
 import { health, ready } from "./health";
 import { listModels } from "./models";
 import { systemOne } from "./systemone";
@@ -11,6 +12,7 @@ export interface RouteDeps {
   decider: Decider;
   gate: ModelGate;
   limiter: Pick<UpstreamLimiter, "unavailable">;
+  pool: Pick<ServerPool, "states" | "servers">;
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
@@ -22,7 +24,7 @@ export interface RouteDeps {
 export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
   return {
     health,
-    ready: ready(deps.gate, deps.limiter, deps.upstream, deps.upstreamModel),
+    ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel),
     listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration),
     systemOne: systemOne(deps.decider),
   };

@@ -12,6 +12,30 @@ export interface UpstreamAddress {
   basicAuth: string | undefined;
 }
 
+/** Most model servers one LOCALDECIDER_UPSTREAM may list. */
+export const MAX_UPSTREAMS = 64;
+
+/**
+ * LOCALDECIDER_UPSTREAM as a list: addresses separated by commas (spaces around them ignored), or a text
+ * saying what is wrong: an address that is not an http(s) URL, one listed twice, or too many. A comma in a
+ * password must be written `%2C`, as in any URL.
+ */
+export function parseUpstreams(configured: string): { addresses: string[] } | { problem: string } {
+  const addresses = configured.split(",").map((a) => a.trim());
+  if (addresses.length > MAX_UPSTREAMS) return { problem: `lists more than ${MAX_UPSTREAMS} model servers` };
+  const seen = new Set<string>();
+  for (const [i, address] of addresses.entries()) {
+    const which = addresses.length === 1 ? "" : ` (address ${i + 1} of ${addresses.length})`;
+    if (!URL.canParse(address) || !/^https?:$/.test(new URL(address).protocol)) {
+      return { problem: `must be an http:// or https:// URL, or several separated by commas${which}` };
+    }
+    const { display } = upstreamAddress(address);
+    if (seen.has(display)) return { problem: `lists ${display} twice` };
+    seen.add(display);
+  }
+  return { addresses };
+}
+
 export function upstreamAddress(configured: string): UpstreamAddress {
   const url = new URL(configured);
   const basicAuth =

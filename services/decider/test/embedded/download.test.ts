@@ -128,7 +128,7 @@ describe("the embedded engine while its model downloads", () => {
     server.serve("/tiny.gguf", { bytes: model, holdAfter: model.length / 4 });
     const { logger, lines } = capturingLogger("info");
     const embedded = embeddedFor(`${server.url}/resolve/tiny.gguf`, logger);
-    const d = deciderOver(embeddedBackend(embedded, `${dir}/tiny.gguf`));
+    const d = deciderOver(embeddedBackend(embedded, `${dir}/tiny.gguf`, capturingLogger().logger));
     try {
       const started = embedded.start();
       await waitFor(() => embedded.stateText === "downloading model (25 %)", "a quarter downloaded");
@@ -164,7 +164,7 @@ describe("the embedded engine while its model downloads", () => {
     const uri = `${server.url}/missing.gguf`;
     const { logger, lines } = capturingLogger("info");
     const embedded = embeddedFor(uri, logger);
-    const d = deciderOver(embeddedBackend(embedded, "missing.gguf"));
+    const d = deciderOver(embeddedBackend(embedded, "missing.gguf", capturingLogger().logger));
     try {
       await embedded.start();
       const text = `model download failed: ${uri}: HTTP 404 Not Found`;

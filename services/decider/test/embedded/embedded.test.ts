@@ -45,9 +45,9 @@ describe("the embedded engine", () => {
       logger: capturingLogger().logger,
     });
     await embedded.start();
-    const backend = embeddedBackend(embedded, modelFile);
+    const { display, model, describe } = embeddedBackend(embedded, modelFile, capturingLogger().logger);
     recorder = new RecordingUpstream(embedded);
-    d = deciderOver({ ...backend, upstream: recorder }, { maxInflight: 2 });
+    d = deciderOver({ display, model, describe, upstream: recorder, probe: embedded }, { maxInflight: 2 });
   }, 120_000);
 
   afterAll(async () => {
@@ -140,7 +140,10 @@ describe("the embedded engine", () => {
         }
       },
     };
-    const d2 = deciderOver({ ...embeddedBackend(embedded, modelFile), upstream: cancelling }, { maxInflight: 2 });
+    const d2 = deciderOver(
+      { display: "embedded", model: "tiny", upstream: cancelling, probe: embedded },
+      { maxInflight: 2 },
+    );
     const running = await serve(d2.app, { host: "127.0.0.1", port: 0, logger: d2.logger, drainTimeoutMs: 1000 });
     try {
       const questions = Object.fromEntries(

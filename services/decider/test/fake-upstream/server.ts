@@ -118,19 +118,29 @@ export class FakeUpstream {
     this.models = options.models ?? ["test-model"];
   }
 
-  async start(): Promise<string> {
+  /** Listens on loopback: a free port, or `port` (to come back where it was after crash()). */
+  async start(port = 0): Promise<string> {
     this.server = createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         res.statusCode = 500;
         res.end(String(err));
       });
     });
-    await new Promise<void>((resolve) => this.server?.listen(0, "127.0.0.1", resolve));
+    await new Promise<void>((resolve) => this.server?.listen(port, "127.0.0.1", resolve));
     return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
   }
 
   async stop(): Promise<void> {
     this.release();
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+  }
+
+  /**
+   * A model server that dies: every connection is cut with no answer (calls in flight see a reset) and
+   * nothing listens any more (new calls are refused) until start() again.
+   */
+  async crash(): Promise<void> {
     this.server?.closeAllConnections();
     await new Promise<void>((resolve) => this.server?.close(() => resolve()));
   }

@@ -114,7 +114,43 @@ export async function decide(url: string, question = "q"): Promise<Reply> {
   };
 }
 
-export async function readyOf(url: string): Promise<{ status: number; body: { code?: string; error?: string } }> {
+export interface ReadyBody {
+  code?: string;
+  error?: string;
+  servers?: { server: string; state: string; reason?: string }[];
+}
+
+export async function readyOf(url: string): Promise<{ status: number; body: ReadyBody }> {
   const res = await fetch(`${url}/ready`);
-  return { status: res.status, body: (await res.json()) as { code?: string; error?: string } };
+  return { status: res.status, body: (await res.json()) as ReadyBody };
+}
+
+export const MACHINE_REDIS = "redis://127.0.0.1:6379";
+/** The replicas' lease in these tests: short, so that a killed one's reservations go quickly. */
+export const LEASE_MS = 1500;
+
+/** A replica's environment: one or several model servers, the shared Redis under `prefix`, the limits. */
+export function env(upstream: string, redis: string, prefix: string, limits: { inflight: number; queue: number }) {
+  return {
+    LOCALDECIDER_UPSTREAM: upstream,
+    LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+    LOCALDECIDER_REDIS_URL: redis,
+    LOCALDECIDER_REDIS_PREFIX: prefix,
+    LOCALDECIDER_REDIS_LEASE_MS: String(LEASE_MS),
+    LOCALDECIDER_MAX_INFLIGHT: String(limits.inflight),
+    LOCALDECIDER_MAX_QUEUE: String(limits.queue),
+    LOCALDECIDER_QUESTIONS_PER_CALL: "1",
+  };
+}
+
+/** Sends `count` decisions at once, spread over `urls`; resolves each as it answers. */
+export function burst(urls: string[], count: number, tag: string): Promise<Reply>[] {
+  return Array.from({ length: count }, (_, i) => decide(urls[i % urls.length] ?? "", `${tag}${i}`));
+}
+
+/** Keeps each reply in the returned list as soon as it answers. */
+export function track(replies: Promise<Reply>[]): Reply[] {
+  const answered: Reply[] = [];
+  for (const r of replies) void r.then((reply) => answered.push(reply));
+  return answered;
 }

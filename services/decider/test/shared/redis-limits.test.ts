@@ -7,6 +7,7 @@ import { freePort, testPrefix } from "./processes";
 
 /** RedisLimits of two "replicas" in one process, against the machine's Redis, each test under its own prefix. */
 
+const SERVER = "http://model:8081";
 const logger = createLogger({ service: "decider-test", level: "silent" });
 let opened: RedisLimits[] = [];
 
@@ -18,7 +19,6 @@ async function replicas(count: number, options: Partial<RedisLimitsOptions>): Pr
       new RedisLimits({
         url: MACHINE_REDIS,
         prefix,
-        server: "http://model:8081",
         maxInflight: 2,
         maxQueue: 10,
         leaseMs: 5000,
@@ -60,8 +60,14 @@ const prefixOf = (limits: RedisLimits) => (limits as unknown as { options: Redis
 async function totals(prefix: string): Promise<{ queued: number; running: number }> {
   const redis = new Redis(MACHINE_REDIS);
   try {
-    const sum = async (key: string) => (await redis.hvals(key)).map(Number).reduce((a, b) => a + b, 0);
-    return { queued: await sum(`${prefix}queued`), running: await sum(`${prefix}running:http://model:8081`) };
+    const sum = async (key: string, field = (_: string) => true) =>
+      Object.entries(await redis.hgetall(key))
+        .filter(([name]) => field(name))
+        .reduce((total, [, value]) => total + Number(value), 0);
+    return {
+      queued: await sum(`${prefix}queued`),
+      running: await sum(`${prefix}running`, (name) => name.endsWith(` ${SERVER}`)),
+    };
   } finally {
     redis.disconnect();
   }
@@ -91,21 +97,21 @@ describe("RedisLimits", () => {
     if (a === undefined || b === undefined) throw new Error("two replicas");
     expect(await a.reserve(2)).toStrictEqual({ ok: true });
     expect(await b.reserve(1)).toStrictEqual({ ok: true });
-    await a.acquire(1, { fromQueue: true, alone: false, signal: signal() });
+    await a.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
     // One of A's calls runs, so two wait: the queue (3) has room for one more, and the slot is taken.
-    const waiting = b.acquire(1, { fromQueue: true, alone: false, signal: signal() });
+    const waiting = b.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
     expect(await settled(waiting)).toBe(false);
     expect(await a.reserve(2)).toStrictEqual({ ok: false, ahead: 3 });
-    a.release(1);
+    a.release(SERVER, 1);
     await waiting;
     // A's other call starts from the queue too, once B's is done. Redis then holds that one running call
     // and nothing queued, also after a heartbeat has set it to what each replica counts.
-    b.release(1);
-    await a.acquire(1, { fromQueue: true, alone: false, signal: signal() });
+    b.release(SERVER, 1);
+    await a.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
     await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
-    a.release(1);
+    a.release(SERVER, 1);
     await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 0 });
   });
@@ -113,45 +119,45 @@ describe("RedisLimits", () => {
   it("a slot freed on one replica goes to the call waiting on another", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
-    const waiting = b.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    const waiting = b.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
     expect(await settled(waiting)).toBe(false);
-    a.release(1);
+    a.release(SERVER, 1);
     await waiting;
-    const third = a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    const third = a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
     expect(await settled(third)).toBe(false);
-    b.release(1);
+    b.release(SERVER, 1);
     await third;
   });
 
   it("a lone call waiting on one replica holds off new calls on the others until it has run", async () => {
     const [a, b] = await replicas(2, { maxInflight: 2 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
-    const lone = b.acquire(2, { fromQueue: false, alone: true, signal: signal() });
+    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    const lone = b.acquire(2, { server: SERVER, fromQueue: false, alone: true, signal: signal() });
     expect(await settled(lone)).toBe(false);
     // One slot is free, but the lone call claimed the server: A's next call waits behind it.
-    const next = a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    const next = a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
     expect(await settled(next)).toBe(false);
-    a.release(1);
+    a.release(SERVER, 1);
     await lone;
     expect(await settled(next)).toBe(false);
-    b.release(2);
+    b.release(SERVER, 2);
     await next;
   });
 
   it("a cancelled wait gives up its claim at once", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
     const controller = new AbortController();
-    const lone = b.acquire(1, { fromQueue: false, alone: true, signal: controller.signal });
+    const lone = b.acquire(1, { server: SERVER, fromQueue: false, alone: true, signal: controller.signal });
     expect(await settled(lone)).toBe(false);
     controller.abort();
     await expect(lone).rejects.toThrow("The request was cancelled");
-    a.release(1);
+    a.release(SERVER, 1);
     // Nothing holds the server any more: A's next call runs.
-    await a.acquire(1, { fromQueue: false, alone: false, signal: signal() });
+    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
   });
 
   it("with Redis unreachable, admits nothing and says why", async () => {
@@ -159,7 +165,6 @@ describe("RedisLimits", () => {
     const limits = new RedisLimits({
       url: `redis://127.0.0.1:${port}`,
       prefix: testPrefix(),
-      server: "http://model:8081",
       maxInflight: 2,
       maxQueue: 10,
       leaseMs: 5000,
@@ -168,8 +173,8 @@ describe("RedisLimits", () => {
     opened.push(limits);
     expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
     await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
-    await expect(limits.acquire(1, { fromQueue: false, alone: false, signal: signal() })).rejects.toThrow(
-      `the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`,
-    );
+    await expect(
+      limits.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() }),
+    ).rejects.toThrow(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
   });
 });

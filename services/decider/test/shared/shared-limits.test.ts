@@ -2,7 +2,20 @@ import path from "node:path";
 import Redis from "ioredis";
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
-import { DeciderProcess, decide, freePort, OwnRedis, type Reply, readyOf, testPrefix } from "./processes";
+import {
+  burst,
+  DeciderProcess,
+  decide,
+  env,
+  freePort,
+  LEASE_MS,
+  MACHINE_REDIS,
+  OwnRedis,
+  type Reply,
+  readyOf,
+  testPrefix,
+  track,
+} from "./processes";
 
 /**
  * Several built deciders (separate processes) sharing LOCALDECIDER_MAX_INFLIGHT and LOCALDECIDER_MAX_QUEUE
@@ -10,34 +23,6 @@ import { DeciderProcess, decide, freePort, OwnRedis, type Reply, readyOf, testPr
  */
 
 jest.setTimeout(60_000);
-
-const MACHINE_REDIS = "redis://127.0.0.1:6379";
-const LEASE_MS = 1500;
-
-function env(upstream: string, redis: string, prefix: string, limits: { inflight: number; queue: number }) {
-  return {
-    LOCALDECIDER_UPSTREAM: upstream,
-    LOCALDECIDER_UPSTREAM_MODEL: "test-model",
-    LOCALDECIDER_REDIS_URL: redis,
-    LOCALDECIDER_REDIS_PREFIX: prefix,
-    LOCALDECIDER_REDIS_LEASE_MS: String(LEASE_MS),
-    LOCALDECIDER_MAX_INFLIGHT: String(limits.inflight),
-    LOCALDECIDER_MAX_QUEUE: String(limits.queue),
-    LOCALDECIDER_QUESTIONS_PER_CALL: "1",
-  };
-}
-
-/** Sends `count` decisions at once; resolves each as it answers. */
-function burst(urls: string[], count: number, tag: string): Promise<Reply>[] {
-  return Array.from({ length: count }, (_, i) => decide(urls[i % urls.length] ?? "", `${tag}${i}`));
-}
-
-/** Settles once every promise has, keeping those already answered in `answered`. */
-function track(replies: Promise<Reply>[]): Reply[] {
-  const answered: Reply[] = [];
-  for (const r of replies) void r.then((reply) => answered.push(reply));
-  return answered;
-}
 
 describe("deciders sharing limits through Redis", () => {
   let fake: FakeUpstream;

@@ -1,0 +1,201 @@
+import type { Logger } from "@localdecider/service-kit";
+import type { Readiness, ReadinessProbe } from "./readiness";
+import { type Upstream, UpstreamError } from "./types";
+
+/** How often a server out of rotation is probed again (its model list) to see whether it can rejoin. */
+export const REJOIN_PROBE_MS = 2000;
+
+/** One model server (or the embedded engine): what answers, how to ask whether it is ready, its name. */
+export interface PoolServer {
+  /** Its address without credentials (or `embedded`): the key of its limits, its metrics label, in /ready. */
+  id: string;
+  upstream: Upstream;
+  probe: ReadinessProbe;
+}
+
+/** A server as /ready and the metrics show it. */
+export interface ServerState {
+  id: string;
+  /** In rotation: new requests may be sent to it. */
+  inRotation: boolean;
+  /** Why it is out (the probe's client-safe text, or how its last call failed). */
+  reason?: string;
+}
+
+/**
+ * The model servers of LOCALDECIDER_UPSTREAM and which of them take new requests. A server leaves rotation
+ * when a call to it fails as a server fails (unreachable, 5xx, 404: not a malformed answer, not a busy 429,
+ * not a timeout, which a loaded server gives too)
+ * or when a probe finds it not ready; while out it is probed every REJOIN_PROBE_MS and rejoins once ready.
+ * With one server there is nowhere else to go: it never leaves rotation, and its failures are the
+ * request's, as they always were.
+ *
+ * As a ReadinessProbe it is ready while any server is; the answer names each server that is not.
+ */
+export class ServerPool implements ReadinessProbe {
+  readonly servers: readonly PoolServer[];
+  private readonly out = new Map<string, string>();
+  private rejoinTimer: NodeJS.Timeout | undefined;
+  private probing = false;
+  private closed = false;
+
+  constructor(
+    servers: readonly PoolServer[],
+    private readonly logger: Logger,
+    private readonly rejoinProbeMs = REJOIN_PROBE_MS,
+  ) {
+    if (servers.length === 0) throw new Error("a server pool needs at least one server");
+    this.servers = servers;
+  }
+
+  /** The embedded engine's probe decides how long its answer holds; servers' answers the gate's default. */
+  get maxAgeMs(): number | undefined {
+    return this.servers.length === 1 ? this.servers[0]?.probe.maxAgeMs : undefined;
+  }
+
+  /** Most outcomes one probe tells apart on every server (they are all alike: one kind of backend). */
+  get outcomesPerPart(): number | undefined {
+    return this.servers[0]?.upstream.outcomesPerPart;
+  }
+
+  get(id: string): PoolServer {
+    const server = this.servers.find((s) => s.id === id);
+    if (server === undefined) throw new Error(`no model server ${id} in the pool`);
+    return server;
+  }
+
+  states(): ServerState[] {
+    return this.servers.map((s) => {
+      const reason = this.out.get(s.id);
+      return reason === undefined ? { id: s.id, inRotation: true } : { id: s.id, inRotation: false, reason };
+    });
+  }
+
+  /**
+   * The server for a new request: the least loaded in rotation, `load` telling each one's load; ties go to
+   * the first listed. When every server is out, all of them are candidates (the request then fails with the
+   * server's own error, or finds it back): refusing outright would turn a blip into an outage.
+   */
+  choose(load: (id: string) => number, except: ReadonlySet<string> = new Set()): PoolServer | undefined {
+    const open = this.servers.filter((s) => !except.has(s.id));
+    const inRotation = open.filter((s) => !this.out.has(s.id));
+    const candidates = inRotation.length > 0 ? inRotation : open;
+    let best: PoolServer | undefined;
+    let bestLoad = Number.POSITIVE_INFINITY;
+    for (const server of candidates) {
+      const l = load(server.id);
+      if (l < bestLoad) {
+        best = server;
+        bestLoad = l;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * Takes a server out of rotation after one of its calls failed as `err`, if that failure says the server
+   * cannot serve (see the class comment). Returns whether it is out now.
+   */
+  failed(id: string, err: unknown): boolean {
+    const reason = serverFault(err);
+    if (reason === undefined || this.servers.length === 1) return false;
+    this.takeOut(id, reason);
+    return true;
+  }
+
+  /** Probes every server now, updates the rotation, and answers ready while any server is. */
+  async check(): Promise<Readiness> {
+    const results = await this.probe(this.servers);
+    if (this.servers.length === 1) return results[0] as Readiness;
+    if (results.some((r) => r.ready)) return { ready: true };
+    const failures = results.filter((r): r is Exclude<Readiness, { ready: true }> => !r.ready);
+    return {
+      ready: false,
+      // Decisions are refused outright (model_unavailable) only when no server holds the model at all.
+      modelMissing: failures.every((f) => f.modelMissing),
+      // Client-safe like each probe's own text: no address (GET /ready lists each server's state).
+      message: `no model server is ready (${[...new Set(failures.map((f) => f.message))].join("; ")})`,
+      detail: this.servers.map((s, i) => `${s.id}: ${failures[i]?.detail ?? failures[i]?.message}`).join("; "),
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.rejoinTimer);
+  }
+
+  /** Probes these servers at once and, with several in the pool, moves each in or out of rotation. */
+  private async probe(servers: readonly PoolServer[]): Promise<Readiness[]> {
+    const results = await Promise.all(servers.map((s) => s.probe.check().catch((err: unknown) => failure(err))));
+    if (this.servers.length === 1) return results;
+    for (const [i, server] of servers.entries()) {
+      const result = results[i] as Readiness;
+      if (result.ready) this.rejoin(server.id);
+      else this.takeOut(server.id, result.message, result.detail);
+    }
+    return results;
+  }
+
+  private takeOut(id: string, reason: string, detail?: string): void {
+    if (!this.out.has(id)) {
+      this.logger.warn("model server out of rotation; probing it in the background", {
+        server: id,
+        reason,
+        ...(detail === undefined ? {} : { detail }),
+        inRotation: this.servers.length - this.out.size - 1,
+      });
+    }
+    this.out.set(id, reason);
+    this.scheduleRejoinProbe();
+  }
+
+  private rejoin(id: string): void {
+    if (!this.out.delete(id)) return;
+    this.logger.info("model server back in rotation", { server: id, inRotation: this.servers.length - this.out.size });
+  }
+
+  private scheduleRejoinProbe(): void {
+    if (this.closed || this.rejoinTimer !== undefined || this.out.size === 0) return;
+    this.rejoinTimer = setTimeout(() => void this.probeOut(), this.rejoinProbeMs);
+    // The probe is for requests to come: it never keeps a stopping process alive.
+    this.rejoinTimer.unref();
+  }
+
+  /** Probes the servers out of rotation (not those in: their own calls and /ready watch them). */
+  private async probeOut(): Promise<void> {
+    if (this.probing) return;
+    this.probing = true;
+    try {
+      await this.probe(this.servers.filter((s) => this.out.has(s.id)));
+    } finally {
+      this.probing = false;
+      this.rejoinTimer = undefined;
+      this.scheduleRejoinProbe();
+    }
+  }
+}
+
+function failure(err: unknown): Readiness {
+  return { ready: false, message: "readiness probe failed", modelMissing: false, detail: String(err) };
+}
+
+/**
+ * Why a failed call says its server cannot serve now, or undefined when the fault is the request's or
+ * passing (a malformed answer, a busy 429, a timeout, a context too small for this prompt, a cancelled call).
+ */
+export function serverFault(err: unknown): string | undefined {
+  if (!(err instanceof UpstreamError)) return undefined;
+  const f = err.failure;
+  switch (f.kind) {
+    case "unreachable":
+      return "inference backend unreachable";
+    case "http":
+      if (f.status === 404) return "inference backend returned HTTP 404";
+      if (f.status === 502 || f.status === 503 || f.status === 504)
+        return `inference backend returned HTTP ${f.status}`;
+      if (f.status === 500 && !/context/i.test(f.message)) return "inference backend returned HTTP 500";
+      return undefined;
+    default:
+      return undefined;
+  }
+}
