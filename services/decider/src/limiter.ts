@@ -51,8 +51,15 @@ export class LimiterUnavailableError extends Error {
  * method throws LimiterUnavailableError when the store cannot be asked; none ever admits on a failure.
  */
 export interface SharedLimits {
-  /** Reserves `calls` queued calls across replicas; otherwise the calls queued or running there now. */
-  reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }>;
+  /**
+   * Reserves `calls` queued calls across replicas, and when `start` is given turns up to `start.slots` of
+   * them into running slots of that server at once if free (`started`: a request's first calls then need no
+   * acquire); otherwise says how many calls are queued or running there now.
+   */
+  reserve(
+    calls: number,
+    start?: { server: string; slots: number },
+  ): Promise<{ ok: true; started: number } | { ok: false; ahead: number }>;
   /**
    * Waits for `weight` running slots of `server` across replicas, turning one of this request's queued calls
    * into a running one when `fromQueue`. `alone` (a lone call) holds off every other replica's calls to that
@@ -199,29 +206,60 @@ export class UpstreamLimiter {
    */
   async tryReserve(calls: number, server = ONLY_SERVER): Promise<{ reservation: Reservation } | { ahead: number }> {
     const shared = this.shared;
+    /** Of the calls not yet started, those granted a running slot at admission (on `server`). */
+    let granted = 0;
     if (shared === undefined) {
       if (this.reserved + calls > this.maxQueue) return { ahead: this.reserved + this.running };
     } else {
+      // The first calls take their slots in the same round trip when this process has them free here.
+      const slots = Math.min(calls, this.maxInflight - this.load(server));
       // Counted on the server at once, so that requests choosing a server meanwhile see this one's load.
       this.slots(server).reserved += calls;
       let answer: Awaited<ReturnType<SharedLimits["reserve"]>>;
       try {
-        answer = await shared.reserve(calls);
+        answer = await shared.reserve(calls, { server, slots });
       } finally {
         this.slots(server).reserved -= calls;
       }
       if (!answer.ok) return { ahead: answer.ahead };
+      granted = answer.started;
     }
     let current = server;
+    const grantedOn = server;
     this.reserved += calls;
     this.slots(current).reserved += calls;
     let left = calls;
+    /**
+     * With shared limits each call not yet started is counted in Redis as one of: granted (a running slot
+     * on `grantedOn`), queued, or neither (`unqueued`: its grant was handed back when the request moved).
+     */
+    let unqueued = 0;
     const take = (): boolean => {
       if (left === 0) return false;
       left -= 1;
       this.reserved -= 1;
       this.slots(current).reserved -= 1;
       return true;
+    };
+    /** A call taken (take()) that will not run: hands its part back to the shared limits. */
+    const drop = () => {
+      if (shared === undefined) return;
+      if (left + 1 - granted - unqueued > 0) shared.unreserve(1);
+      else if (unqueued > 0) unqueued -= 1;
+      else {
+        granted -= 1;
+        shared.release(grantedOn, 1);
+      }
+    };
+    /** A call taken (take()) that starts on `on`: whether it holds its slot already, or how to ask for one. */
+    const start = (on: string): "granted" | "queued" | "unqueued" => {
+      if (granted > 0 && on === grantedOn) {
+        granted -= 1;
+        return "granted";
+      }
+      if (left + 1 - granted - unqueued > 0) return "queued";
+      unqueued -= 1;
+      return "unqueued";
     };
     const job =
       <T>(on: string, fn: (server: string) => Promise<T>, signal: AbortSignal, alone: boolean, fromQueue: boolean) =>
@@ -231,16 +269,19 @@ export class UpstreamLimiter {
         const weight = alone ? this.maxInflight : 1;
         // A call whose client went away while it waited never reaches the upstream.
         if (signal.aborted) {
-          if (queued) shared?.unreserve(1);
+          if (queued) drop();
           throw new AbortedError();
         }
         if (shared !== undefined) {
+          const holds = queued ? start(on) : "unqueued";
           // This process's slot is held meanwhile: its queue order stays Bottleneck's.
-          try {
-            await shared.acquire(weight, { server: on, fromQueue: queued, alone, signal });
-          } catch (err) {
-            if (queued) shared.unreserve(1);
-            throw err;
+          if (holds !== "granted") {
+            try {
+              await shared.acquire(weight, { server: on, fromQueue: holds === "queued", alone, signal });
+            } catch (err) {
+              if (holds === "queued") shared.unreserve(1);
+              throw err;
+            }
           }
         }
         const slots = this.slots(on);
@@ -288,14 +329,14 @@ export class UpstreamLimiter {
       },
       run: async <T>(fn: (server: string) => Promise<T>, signal: AbortSignal): Promise<T> => {
         if (signal.aborted) {
-          if (take()) shared?.unreserve(1);
+          if (take()) drop();
           throw new AbortedError();
         }
         await turn();
         try {
           // A call whose request ended while it waited for its turn does not queue behind other requests.
           if (signal.aborted) {
-            if (take()) shared?.unreserve(1);
+            if (take()) drop();
             throw new AbortedError();
           }
           return await schedule(fn, signal, false);
@@ -307,17 +348,25 @@ export class UpstreamLimiter {
         if (signal.aborted) return Promise.reject(new AbortedError());
         return schedule(fn, signal, true);
       },
-      moveTo: (server: string) => {
-        if (server === current) return;
+      moveTo: (to: string) => {
+        if (to === current) return;
         this.slots(current).reserved -= left;
-        this.slots(server).reserved += left;
-        current = server;
+        this.slots(to).reserved += left;
+        current = to;
+        // Slots granted on the old server are handed back; those calls ask for slots on the new one.
+        if (granted > 0) shared?.release(grantedOn, granted);
+        unqueued += granted;
+        granted = 0;
       },
       release: () => {
         this.reserved -= left;
         this.slots(current).reserved -= left;
-        if (left > 0) shared?.unreserve(left);
+        const queued = left - granted - unqueued;
+        if (queued > 0) shared?.unreserve(queued);
+        if (granted > 0) shared?.release(grantedOn, granted);
         left = 0;
+        granted = 0;
+        unqueued = 0;
       },
     };
     return { reservation };

@@ -23,10 +23,13 @@ export interface RedisLimitsOptions {
   logger: Logger;
 }
 
-type Mode = "op" | "alone" | "unclaim" | "set";
+type Mode = "op" | "admit" | "alone" | "unclaim" | "set";
 
-/** The script's answer: admitted (1) or not (0), then the totals it saw, queued and running on the target. */
-type Answer = [number, number, number];
+/**
+ * The script's answer: admitted (1) or not (0), the totals it saw (queued, running on the target), and the
+ * slots `admit` granted.
+ */
+type Answer = [number, number, number, number];
 
 interface RedisWithLimits extends Redis {
   localdeciderLimits(
@@ -105,9 +108,15 @@ export class RedisLimits implements SharedLimits {
     this.heartbeat.unref();
   }
 
-  async reserve(calls: number): Promise<{ ok: true } | { ok: false; ahead: number }> {
-    const [ok, queued, running] = await this.change(calls, 0, "", "op");
-    return ok === 1 ? { ok: true } : { ok: false, ahead: queued + running };
+  async reserve(
+    calls: number,
+    start?: { server: string; slots: number },
+  ): Promise<{ ok: true; started: number } | { ok: false; ahead: number }> {
+    const [ok, queued, running, started] =
+      start === undefined || start.slots <= 0
+        ? await this.change(calls, 0, "", "op")
+        : await this.change(calls, Math.min(start.slots, calls), start.server, "admit");
+    return ok === 1 ? { ok: true, started } : { ok: false, ahead: queued + running };
   }
 
   async acquire(
@@ -188,7 +197,7 @@ export class RedisLimits implements SharedLimits {
       this.queued += dq;
       add(this.running, server, dr);
       // Unanswered (Redis down): the next heartbeat sets this replica's counts to what it holds.
-      return this.run(dq, dr, server, mode, before).catch((): Answer => [1, 0, 0]);
+      return this.run(dq, dr, server, mode, before).catch((): Answer => [1, 0, 0, 0]);
     }
     if (this.client.status !== "ready" || !this.synced) {
       throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} is unreachable`);
@@ -206,7 +215,11 @@ export class RedisLimits implements SharedLimits {
       this.pendingQueued -= upQ;
       add(this.pendingRunning, server, -upR);
     }
-    if (answer[0] === 1) {
+    if (answer[0] === 1 && mode === "admit") {
+      // Of the calls reserved, those granted a slot at once are running, the rest queued.
+      this.queued += dq - answer[3];
+      add(this.running, server, answer[3]);
+    } else if (answer[0] === 1) {
       this.queued += dq;
       add(this.running, server, dr);
     }

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import Redis from "ioredis";
 import { stopProcess } from "../engine/backends";
 import { waitFor } from "../helpers";
 
@@ -153,4 +154,15 @@ export function track(replies: Promise<Reply>[]): Reply[] {
   const answered: Reply[] = [];
   for (const r of replies) void r.then((reply) => answered.push(reply));
   return answered;
+}
+
+/** What every replica under `prefix` holds in that Redis: calls queued, and slots running on any server. */
+export async function sharedTotals(url: string, prefix: string): Promise<{ queued: number; running: number }> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    const sum = async (key: string) => (await redis.hvals(key)).map(Number).reduce((a, b) => a + b, 0);
+    return { queued: await sum(`${prefix}queued`), running: await sum(`${prefix}running`) };
+  } finally {
+    redis.disconnect();
+  }
 }

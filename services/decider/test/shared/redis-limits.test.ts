@@ -88,15 +88,36 @@ describe("RedisLimits", () => {
     expect(answers.find((x) => !x.ok)).toStrictEqual({ ok: false, ahead: 10 });
     // Handing calls back makes room again, for either replica.
     a.unreserve(5);
-    expect(await b.reserve(5)).toStrictEqual({ ok: true });
+    expect(await b.reserve(5)).toStrictEqual({ ok: true, started: 0 });
     expect((await a.reserve(1)).ok).toBe(false);
+  });
+
+  it("a reservation may start its first calls in the same step, with only the slots free across replicas", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 2, maxQueue: 10 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    // One slot of two is taken by A: B's reservation of three calls starts one and queues two.
+    expect(await b.reserve(3, { server: SERVER, slots: 2 })).toStrictEqual({ ok: true, started: 1 });
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 2, running: 2 });
+    // Without a free slot nothing starts, and a reservation that overflows the queue starts nothing either.
+    expect(await a.reserve(1, { server: SERVER, slots: 1 })).toStrictEqual({ ok: true, started: 0 });
+    expect(await a.reserve(8, { server: SERVER, slots: 2 })).toStrictEqual({ ok: false, ahead: 5 });
+    // What each holds survives a heartbeat: Redis is set to the same counts.
+    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 3, running: 2 });
+    a.release(SERVER, 1);
+    b.release(SERVER, 1);
+    a.unreserve(1);
+    b.unreserve(2);
+    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 0 });
   });
 
   it("a call moves from the queue to a running slot in one step, and Redis holds what each replica counts", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 3 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    expect(await a.reserve(2)).toStrictEqual({ ok: true });
-    expect(await b.reserve(1)).toStrictEqual({ ok: true });
+    expect(await a.reserve(2)).toStrictEqual({ ok: true, started: 0 });
+    expect(await b.reserve(1)).toStrictEqual({ ok: true, started: 0 });
     await a.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
     // One of A's calls runs, so two wait: the queue (3) has room for one more, and the slot is taken.
     const waiting = b.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });

@@ -1,6 +1,16 @@
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
-import { burst, DeciderProcess, decide, env, MACHINE_REDIS, readyOf, testPrefix, track } from "./processes";
+import {
+  burst,
+  DeciderProcess,
+  decide,
+  env,
+  MACHINE_REDIS,
+  readyOf,
+  sharedTotals,
+  testPrefix,
+  track,
+} from "./processes";
 
 /**
  * Three built deciders (separate processes) sharing their limits through the machine's Redis, in front of
@@ -56,6 +66,13 @@ it("each server's peak stays at MAX_INFLIGHT and admissions at MAX_QUEUE + the s
   expect(all.filter((r) => r.status !== 200 && r.status !== 429)).toStrictEqual([]);
   expect(a.maxInflight).toBeLessThanOrEqual(limits.inflight);
   expect(b.maxInflight).toBeLessThanOrEqual(limits.inflight);
+  // Everything handed back across the move: Redis counts nothing queued and nothing running.
+  let held = await sharedTotals(MACHINE_REDIS, prefix);
+  for (let i = 0; i < 100 && (held.queued !== 0 || held.running !== 0); i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    held = await sharedTotals(MACHINE_REDIS, prefix);
+  }
+  expect(held).toStrictEqual({ queued: 0, running: 0 });
   for (const d of deciders) {
     const ready = await readyOf(d.url);
     expect(ready.status).toBe(200);

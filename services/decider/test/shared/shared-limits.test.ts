@@ -13,6 +13,7 @@ import {
   OwnRedis,
   type Reply,
   readyOf,
+  sharedTotals,
   testPrefix,
   track,
 } from "./processes";
@@ -97,7 +98,7 @@ describe("deciders sharing limits through Redis", () => {
     expect(fake.calls).toBe(admitted);
     expect(fake.maxInflight).toBeLessThanOrEqual(limits.inflight);
     // Everything handed back: nothing is queued in Redis any more.
-    await waitForSharedQueue(redis, prefix, 0);
+    await waitForSharedQueue(prefix, 0);
   });
 
   it("a replica killed mid-burst loses its reservations when its lease ends; the other keeps serving", async () => {
@@ -113,7 +114,7 @@ describe("deciders sharing limits through Redis", () => {
     void Promise.allSettled(burst([a.url], 2, "a-running"));
     await waitFor(() => fake.inflight === 2, "A's calls running");
     void Promise.allSettled(burst([a.url], 4, "a-queued"));
-    await waitForSharedQueue(redis, prefix, 4);
+    await waitForSharedQueue(prefix, 4);
     const full = await decide(b.url, "b-refused");
     expect(full.status).toBe(429);
     const killed = performance.now();
@@ -169,7 +170,7 @@ describe("deciders sharing limits through Redis", () => {
       // Redis came back empty; the heartbeat restored the running call, so one more fits the queue and
       // the next is refused: no over-admission after the outage.
       const queued = decide(d.url, "queued");
-      await waitForSharedQueue(redis, prefix, 1, own.url);
+      await waitForSharedQueue(prefix, 1, own.url);
       const over = await decide(d.url, "over");
       expect(over.status).toBe(429);
       fake.release();
@@ -182,18 +183,13 @@ describe("deciders sharing limits through Redis", () => {
   });
 });
 
-async function waitForSharedQueue(machine: Redis, prefix: string, count: number, url?: string): Promise<void> {
-  const client = url === undefined ? machine : new Redis(url, { maxRetriesPerRequest: 1 });
-  try {
-    let queued = -1;
-    for (let i = 0; i < 400 && queued !== count; i++) {
-      queued = (await client.hvals(`${prefix}queued`)).map(Number).reduce((a, b) => a + b, 0);
-      if (queued !== count) await new Promise((r) => setTimeout(r, 10));
-    }
-    expect(queued).toBe(count);
-  } finally {
-    if (client !== machine) client.disconnect();
+async function waitForSharedQueue(prefix: string, count: number, url = MACHINE_REDIS): Promise<void> {
+  let queued = -1;
+  for (let i = 0; i < 400 && queued !== count; i++) {
+    queued = (await sharedTotals(url, prefix)).queued;
+    if (queued !== count) await new Promise((r) => setTimeout(r, 10));
   }
+  expect(queued).toBe(count);
 }
 
 async function waitForStatus(url: string, status: number): Promise<void> {
