@@ -31,25 +31,48 @@ export interface ComposeService {
   security_opt?: string[];
   stop_grace_period?: string;
   tmpfs?: string[];
+  user?: string;
+  deploy?: { replicas?: number };
+  configs?: { source: string; target: string }[];
 }
 
 export interface ComposeFile {
   name?: string;
   services: Record<string, ComposeService>;
   volumes?: Record<string, unknown>;
+  configs?: Record<string, { file?: string }>;
 }
+
+/**
+ * Compose's `!reset` tag (Compose 2.24+): in an override, the attribute is removed instead of merged with
+ * the main file's. Parsed as this marker, which mergeCompose acts on.
+ */
+export const RESET = Symbol("!reset");
+const COMPOSE_TAGS = (["seq", "map", undefined] as const).map((collection) => ({
+  tag: "!reset",
+  ...(collection === undefined ? {} : { collection }),
+  resolve: () => RESET,
+}));
 
 export function loadCompose(...parts: string[]): ComposeFile {
-  return parse(readRepoFile(...parts)) as ComposeFile;
+  return parse(readRepoFile(...parts), { customTags: COMPOSE_TAGS }) as ComposeFile;
 }
 
-/** The compose files of the stack: the main one and the alternative model servers layered over it. */
-export const COMPOSE_FILES = ["docker-compose.yml", "docker/compose.ollama.yml", "docker/compose.vllm.yml"];
+/**
+ * The compose files of the stack: the main one, then the overrides layered over it: the alternative model
+ * servers, and the scaled-out stack (replicas behind a proxy).
+ */
+export const COMPOSE_FILES = [
+  "docker-compose.yml",
+  "docker/compose.ollama.yml",
+  "docker/compose.vllm.yml",
+  "docker/compose.scale.yml",
+];
 
 /**
  * `docker compose -f a.yml -f b.yml`, for the keys these checks read: a key of b replaces a's, except
  * sequences, which Compose merges (kept once each: cap_add, cap_drop, security_opt, tmpfs, volumes, ...),
- * and mappings (environment, depends_on), merged key by key.
+ * and mappings (environment, depends_on), merged key by key; `!reset` removes the key.
  */
 export function mergeCompose(base: ComposeFile, override: ComposeFile): ComposeFile {
   const services: Record<string, ComposeService> = { ...base.services };
@@ -57,7 +80,9 @@ export function mergeCompose(base: ComposeFile, override: ComposeFile): ComposeF
     const merged: Record<string, unknown> = { ...(services[name] ?? {}) };
     for (const [key, value] of Object.entries(over)) {
       const current = merged[key];
-      if (Array.isArray(current) && Array.isArray(value) && key !== "command") {
+      if (value === RESET) {
+        delete merged[key];
+      } else if (Array.isArray(current) && Array.isArray(value) && key !== "command") {
         merged[key] = [...new Set([...current, ...value])];
       } else if (isPlainObject(current) && isPlainObject(value) && key !== "healthcheck") {
         merged[key] = { ...current, ...value };
@@ -67,7 +92,13 @@ export function mergeCompose(base: ComposeFile, override: ComposeFile): ComposeF
     }
     services[name] = merged as ComposeService;
   }
-  return { ...base, ...override, services, volumes: { ...base.volumes, ...override.volumes } };
+  return {
+    ...base,
+    ...override,
+    services,
+    volumes: { ...base.volumes, ...override.volumes },
+    configs: { ...base.configs, ...override.configs },
+  };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

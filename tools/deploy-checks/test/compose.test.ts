@@ -1,16 +1,15 @@
 import { existsSync } from "node:fs";
+import { drainSeconds } from "../src/drain";
 import {
   COMPOSE_FILES,
   type ComposeFile,
   type ComposeService,
   durationSeconds,
-  envDefault,
   loadCompose,
   mergeCompose,
   readRepoFile,
   repoPath,
   SECRET_NAME,
-  serviceSchemas,
 } from "../src/repo";
 
 const compose = loadCompose("docker-compose.yml");
@@ -117,6 +116,23 @@ describe("alternative model servers", () => {
   });
 });
 
+describe("images of every compose file", () => {
+  it("are pinned by a version tag (and optionally a digest), never latest or a bare name", () => {
+    for (const file of COMPOSE_FILES) {
+      for (const [name, svc] of Object.entries(loadCompose(file).services)) {
+        if (svc.image === undefined) continue;
+        const tag = new RegExp(`^[a-z0-9./-]+:([A-Za-z0-9._-]+)${DIGEST}$`).exec(svc.image)?.[1] ?? "";
+        expect({ file, name, image: svc.image, pinned: /\d/.test(tag) && !/latest/.test(tag) }).toStrictEqual({
+          file,
+          name,
+          image: svc.image,
+          pinned: true,
+        });
+      }
+    }
+  });
+});
+
 describe("no secrets in compose files", () => {
   it("takes every password, key and token from the environment, never as a literal", () => {
     for (const file of COMPOSE_FILES) {
@@ -154,6 +170,10 @@ const STACKS: [string, ComposeFile][] = [
 const CAPABILITIES: Record<string, string[]> = {
   // The entrypoint runs as root, hands the data and socket directories to the postgres user and drops to it.
   postgres: ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
+  // docker/compose.scale.yml: the caddy binary carries the file capability cap_net_bind_service, and the
+  // kernel refuses to execute it unless that capability is in the bounding set (tried: "operation not
+  // permitted" without it). Caddy listens above 1024 and needs it for nothing else.
+  proxy: ["NET_BIND_SERVICE"],
 };
 
 /** Services whose root filesystem stays writable, per stack, each set `read_only: false` explicitly. */
@@ -171,23 +191,6 @@ const TMPFS: Record<string, string[]> = {
   // llama.cpp writes only to LLAMA_CACHE (the model-cache volume).
   model: [],
 };
-
-/**
- * How long a service drains after SIGTERM before it exits, read from its main.ts and the service kit, so
- * that a change there shows up here: the kit's serve() waits `drainTimeoutMs` (its default when main.ts
- * passes none), and the decider passes its LOCALDECIDER_TIMEOUT.
- */
-function drainSeconds(service: "todos" | "decider"): number {
-  const kitDefault = /drainTimeoutMs \?\? ([\d_]+)\)/.exec(readRepoFile("packages/service-kit/src/serve.ts"))?.[1];
-  if (kitDefault === undefined) throw new Error("serve.ts no longer reads `drainTimeoutMs ?? <ms>`: update this check");
-  const main = readRepoFile("services", service, "src/main.ts");
-  const passed = /drainTimeoutMs: (\w+)/.exec(main)?.[1];
-  if (passed === undefined) return Number(kitDefault.replace(/_/g, "")) / 1000;
-  // The decider: `drainTimeoutMs: timeoutMs` with `const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000`.
-  const variable = new RegExp(`const ${passed} = config\\.(\\w+) \\* 1000;`).exec(main)?.[1];
-  if (variable === undefined) throw new Error(`${service}: drainTimeoutMs is no longer one config variable in seconds`);
-  return Number(envDefault(serviceSchemas()[service], variable));
-}
 
 describe("hardening: every service of every stack", () => {
   it.each(STACKS)("%s: drops every capability, adding back only the listed ones", (_file, stack) => {
