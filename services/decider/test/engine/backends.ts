@@ -14,6 +14,12 @@ export interface AnswerBackend {
   stop(): Promise<void>;
 }
 
+/** A model server in a process of its own, which a test can also kill outright. */
+export interface ProcessBackend extends AnswerBackend {
+  /** SIGKILL: the server dies at once, cutting what it was answering. */
+  kill(): Promise<void>;
+}
+
 /** node-llama-cpp behind the llama.cpp-shaped test upstream, in this process on a port of its own. */
 export async function engineBackend(engine: TinyEngine, model = "tiny.gguf"): Promise<AnswerBackend> {
   const upstream = new EngineUpstream(engine, model);
@@ -38,7 +44,7 @@ export async function llamaServerBackend(
   bin: string,
   modelFile: string,
   extraArgs: string[] = [],
-): Promise<AnswerBackend> {
+): Promise<ProcessBackend> {
   const port = await freePort();
   // Without --alias the server lists the path it was given.
   const model = path.basename(modelFile);
@@ -89,6 +95,7 @@ export async function llamaServerBackend(
       return ((await res.json()) as { prompt: string }).prompt;
     },
     stop,
+    kill: () => stopProcess(child, "SIGKILL"),
   };
 }
 
@@ -106,10 +113,10 @@ export async function waitUntilOk(url: string, gone: () => boolean = () => false
   throw new Error(`${url} did not answer 2xx within 60 s`);
 }
 
-/** SIGTERM, and wait until the process has exited (at once if it already has). */
-export async function stopProcess(child: ChildProcess): Promise<void> {
+/** SIGTERM (or `signal`), and wait until the process has exited (at once if it already has). */
+export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  child.kill("SIGTERM");
+  child.kill(signal);
   await exited;
 }

@@ -1,8 +1,11 @@
 import type { Question } from "@localdecider/contracts";
+import { loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
-import { deciderFor } from "../helpers";
+import { createBackend } from "../../src/backend";
+import { configSchema } from "../../src/config";
+import { capturingLogger, deciderFor, deciderOver, waitFor } from "../helpers";
 import { ANSWER_MODEL } from "./answer-model";
-import { llamaServerBackend } from "./backends";
+import { llamaServerBackend, type ProcessBackend } from "./backends";
 import { openEngine, type TinyEngine } from "./engine";
 import { expected, probedName, QUESTIONS, RecordingUpstream, STATE } from "./expectations";
 import { tinyModelPath } from "./tiny-model";
@@ -79,6 +82,51 @@ describe("a real llama-server as deployed", () => {
     } finally {
       await d.close();
       await backend.stop();
+    }
+  });
+
+  it("two servers, one killed while a request's calls run: the request finishes on the other with the same answers", async () => {
+    const backends = [await llamaServerBackend(bin as string, model), await llamaServerBackend(bin as string, model)];
+    const [first, second] = backends as [ProcessBackend, ProcessBackend];
+    const { logger, lines } = capturingLogger("info");
+    const config = loadConfig(configSchema, {
+      LOCALDECIDER_UPSTREAM: `${first.url},${second.url}`,
+      LOCALDECIDER_UPSTREAM_MODEL: first.model,
+    });
+    const servers = createBackend(config, logger);
+    const d = deciderOver(servers, { logger, maxInflight: 2, questionsPerCall: 1 });
+    const questions = Object.fromEntries(
+      Array.from({ length: 24 }, (_, i) => [`q${i}`, { type: "noul", instructions: `Is line ${i} changed?` }]),
+    );
+    const decide = () => request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
+    try {
+      // Both idle: the request goes to the first server; it is killed (SIGKILL) once its first call answered.
+      const during = decide().then((r) => r);
+      await waitFor(() => d.observer.servers.length > 0, "the first call answered");
+      expect(d.observer.servers[0]).toBe(first.url);
+      await first.kill();
+      const res = await during;
+      expect(res.status).toBe(200);
+      expect(lines.find((l) => l.message === "model server failed; its request moves to another")).toMatchObject({
+        from: first.url,
+        to: second.url,
+      });
+      expect(d.observer.servers.filter((s) => s === second.url).length).toBeGreaterThan(0);
+      const ready = await request(d.app).get("/ready").expect(200);
+      expect(ready.body.servers).toStrictEqual([
+        { server: first.url, state: "out", reason: "inference backend unreachable" },
+        { server: second.url, state: "ready" },
+      ]);
+      // The same request again, wholly on the second server: the answers agree (same model, temperature 0).
+      const after = await decide();
+      expect(after.status).toBe(200);
+      for (const [name, answer] of Object.entries(after.body.answers as Record<string, { noul: number }>)) {
+        expect(Math.abs(res.body.answers[name].noul - answer.noul)).toBeLessThan(1e-3);
+      }
+    } finally {
+      await d.close();
+      await servers.close();
+      for (const backend of backends) await backend.stop();
     }
   });
 

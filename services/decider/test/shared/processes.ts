@@ -50,12 +50,8 @@ export class DeciderProcess {
   }
 
   /** SIGKILL: no shutdown, no release; what it holds in Redis must expire. */
-  kill(): Promise<void> {
-    const child = this.child;
-    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    child.kill("SIGKILL");
-    return exited;
+  async kill(): Promise<void> {
+    if (this.child !== undefined) await stopProcess(this.child, "SIGKILL");
   }
 
   async stop(): Promise<void> {
@@ -124,6 +120,22 @@ export interface ReadyBody {
 export async function readyOf(url: string): Promise<{ status: number; body: ReadyBody }> {
   const res = await fetch(`${url}/ready`);
   return { status: res.status, body: (await res.json()) as ReadyBody };
+}
+
+/**
+ * Waits until every replica's /ready answers 200: a replica admits nothing before its first heartbeat has
+ * reached Redis, which on a loaded machine may come after it listens.
+ */
+export async function allReady(deciders: DeciderProcess[]): Promise<DeciderProcess[]> {
+  for (const d of deciders) {
+    let status = 0;
+    for (let i = 0; i < 200 && status !== 200; i++) {
+      status = (await readyOf(d.url)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe(200);
+  }
+  return deciders;
 }
 
 export const MACHINE_REDIS = "redis://127.0.0.1:6379";

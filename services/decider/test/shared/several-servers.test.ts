@@ -1,6 +1,7 @@
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
 import {
+  allReady,
   burst,
   DeciderProcess,
   decide,
@@ -36,8 +37,10 @@ it("each server's peak stays at MAX_INFLIGHT and admissions at MAX_QUEUE + the s
   const urls = await Promise.all(fakes.map((f) => f.start()));
   const limits = { inflight: 2, queue: 6 };
   const prefix = testPrefix();
-  deciders = await Promise.all(
-    [0, 1, 2].map(() => new DeciderProcess(env(urls.join(","), MACHINE_REDIS, prefix, limits)).start()),
+  deciders = await allReady(
+    await Promise.all(
+      [0, 1, 2].map(() => new DeciderProcess(env(urls.join(","), MACHINE_REDIS, prefix, limits)).start()),
+    ),
   );
   a.holding = true;
   b.holding = true;

@@ -3,6 +3,7 @@ import Redis from "ioredis";
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
 import {
+  allReady,
   burst,
   DeciderProcess,
   decide,
@@ -66,8 +67,8 @@ describe("deciders sharing limits through Redis", () => {
   it("three replicas under a burst: the model server's peak stays at MAX_INFLIGHT, admissions at MAX_QUEUE + MAX_INFLIGHT, the rest 429, every admitted one answers", async () => {
     const prefix = testPrefix();
     const limits = { inflight: 2, queue: 6 };
-    deciders = await Promise.all(
-      [0, 1, 2].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
+    deciders = await allReady(
+      await Promise.all([0, 1, 2].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start())),
     );
     fake.holding = true;
     const total = 30;
@@ -108,7 +109,7 @@ describe("deciders sharing limits through Redis", () => {
       [0, 1].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
     );
     if (a === undefined || b === undefined) throw new Error("two deciders");
-    deciders = [a, b];
+    deciders = await allReady([a, b]);
     fake.holding = true;
     // Two running and four queued, all on A: the shared queue is full.
     void Promise.allSettled(burst([a.url], 2, "a-running"));
