@@ -69,7 +69,12 @@ export class RedisLimits implements SharedLimits {
   private heartbeat: NodeJS.Timeout | undefined;
   /** Whether the last heartbeat reached Redis: until one does after a reconnect, nothing is admitted. */
   private synced = false;
-  private readonly wakers = new Set<() => void>();
+  /** Calls waiting for a slot, per server, in the order they started waiting. */
+  private readonly wakers = new Map<string, (() => void)[]>();
+  /** Commands sent so far (changes and heartbeats), numbered in the order Redis will run them. */
+  private sent = 0;
+  /** The number of the last heartbeat sent. */
+  private beatSent = 0;
   private down: string | undefined;
   private closed = false;
 
@@ -91,7 +96,7 @@ export class RedisLimits implements SharedLimits {
     this.client.defineCommand("localdeciderLimits", { numberOfKeys: 4, lua: LIMITS_SCRIPT });
     // The subscriber may queue its SUBSCRIBE until connected; ioredis subscribes again after a reconnect.
     this.subscriber = new Redis(options.url, { ...connection, enableOfflineQueue: true, maxRetriesPerRequest: null });
-    this.subscriber.on("message", () => this.wake());
+    this.subscriber.on("message", (_channel: string, message: string) => this.onMessage(message));
     void this.subscriber.subscribe(this.channel).catch(() => undefined);
     for (const [name, redis] of [
       ["commands", this.client],
@@ -129,7 +134,7 @@ export class RedisLimits implements SharedLimits {
         if (signal.aborted) throw new AbortedError();
         const [ok] = await this.change(fromQueue ? -1 : 0, weight, server, alone ? "alone" : "op");
         if (ok === 1) return;
-        await this.nextChance(signal);
+        await this.nextChance(server, signal);
       }
     } catch (err) {
       // A lone call that gives up must not hold every other replica off until its claim expires.
@@ -161,7 +166,7 @@ export class RedisLimits implements SharedLimits {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.heartbeat);
-    for (const wake of this.wakers) wake();
+    this.wakeAll();
     // Hand back what this replica still holds at once instead of leaving it to the lease.
     if (this.client.status === "ready") {
       const held = this.reported();
@@ -206,6 +211,7 @@ export class RedisLimits implements SharedLimits {
     const upR = Math.max(dr, 0);
     this.pendingQueued += upQ;
     add(this.pendingRunning, server, upR);
+    const number = ++this.sent;
     let answer: Answer;
     try {
       answer = await this.run(dq, dr, server, mode, before);
@@ -215,13 +221,15 @@ export class RedisLimits implements SharedLimits {
       this.pendingQueued -= upQ;
       add(this.pendingRunning, server, -upR);
     }
-    if (answer[0] === 1 && mode === "admit") {
-      // Of the calls reserved, those granted a slot at once are running, the rest queued.
-      this.queued += dq - answer[3];
-      add(this.running, server, answer[3]);
-    } else if (answer[0] === 1) {
-      this.queued += dq;
-      add(this.running, server, dr);
+    // What the change did: of the calls an admission reserved, those granted a slot at once run, the rest
+    // are queued; a refused change did nothing.
+    const [doneQ, doneR] = answer[0] === 0 ? [0, 0] : mode === "admit" ? [dq - answer[3], answer[3]] : [dq, dr];
+    this.queued += doneQ;
+    add(this.running, server, doneR);
+    // A heartbeat sent while this change was unanswered wrote its increments as made (the upper bound) and
+    // ran after it: whatever of them the change did not make would be held by nobody until the next one.
+    if (this.beatSent > number && (upQ > doneQ || upR > doneR)) {
+      void this.run(doneQ - upQ, doneR - upR, server, "op", this.reported()).catch(() => undefined);
     }
     return answer;
   }
@@ -253,13 +261,14 @@ export class RedisLimits implements SharedLimits {
   private async beat(): Promise<void> {
     if (this.closed || this.client.status !== "ready") return;
     try {
+      this.beatSent = ++this.sent;
       await this.run(0, 0, "", "set", this.reported());
       if (!this.synced || this.down !== undefined) {
         this.options.logger.info("shared limits: Redis answers", { redis: this.display });
       }
       this.synced = true;
       this.down = undefined;
-      this.wake();
+      this.wakeAll();
     } catch (err) {
       this.synced = false;
       this.markDown((err as Error).message);
@@ -278,16 +287,32 @@ export class RedisLimits implements SharedLimits {
     this.down = reason;
   }
 
-  private wake(): void {
-    for (const wake of this.wakers) wake();
+  /** `freed <count> <server>`: that many slots of the server came free; anything else may free any. */
+  private onMessage(message: string): void {
+    const freed = /^freed (\d+) (.+)$/.exec(message);
+    if (freed === null) {
+      this.wakeAll();
+      return;
+    }
+    // One waiting call per freed slot asks again, the longest waiting first: waking every waiting call of
+    // every replica for each slot made a dozen script runs per slot handed over under contention.
+    const waiting = this.wakers.get(freed[2] as string) ?? [];
+    for (const wake of waiting.slice(0, Number(freed[1]))) wake();
   }
 
-  /** Resolves on a `freed` message, after POLL_MS, or rejects when the call is cancelled. */
-  private nextChance(signal: AbortSignal): Promise<void> {
+  private wakeAll(): void {
+    for (const waiting of this.wakers.values()) for (const wake of [...waiting]) wake();
+  }
+
+  /** Resolves on a `freed` message for `server`, after POLL_MS, or rejects when the call is cancelled. */
+  private nextChance(server: string, signal: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      const waiting = this.wakers.get(server) ?? [];
+      this.wakers.set(server, waiting);
       const done = () => {
         clearTimeout(timer);
-        this.wakers.delete(done);
+        const at = waiting.indexOf(done);
+        if (at >= 0) waiting.splice(at, 1);
         signal.removeEventListener("abort", onAbort);
         resolve();
       };
@@ -296,7 +321,7 @@ export class RedisLimits implements SharedLimits {
         reject(new AbortedError());
       };
       const timer = setTimeout(done, POLL_MS);
-      this.wakers.add(done);
+      waiting.push(done);
       signal.addEventListener("abort", onAbort, { once: true });
     });
   }

@@ -15,8 +15,8 @@
  * heartbeat) sets the replica's counts to ARGV 10 and the pairs.
  * Returns {admitted 1 or 0, queued total, running total on the target (on all servers without one), slots
  * granted by `admit`}, the totals as seen before the change.
- * `freed` is published when slots are freed and a call may be waiting for one: a queued call (queued > 0)
- * or a lone call's claim. Calls outside the queue (retries) that wait find freed slots by polling.
+ * `freed <count> <server>` is published when slots are freed and a call may be waiting for one: a queued
+ * call (queued > 0) or a lone call's claim. Calls outside the queue (retries) that wait find freed slots by polling.
  * Time is Redis's own (TIME), so replicas' clocks do not matter. A server's name never holds a space (it is
  * a URL), so `<replica id> <server>` splits unambiguously.
  */
@@ -93,7 +93,7 @@ if dr ~= 0 then
   if tonumber(redis.call('HINCRBY', KEYS[3], field, dr)) <= 0 then redis.call('HDEL', KEYS[3], field) end
 end
 if dr < 0 and (queued + dq > 0 or redis.call('EXISTS', KEYS[4]) == 1) then
-  redis.call('PUBLISH', ARGV[4], 'freed')
+  redis.call('PUBLISH', ARGV[4], 'freed ' .. (-dr) .. ' ' .. target)
 end
 return {1, queued, running, 0}
 `;

@@ -113,6 +113,28 @@ describe("RedisLimits", () => {
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 0 });
   });
 
+  it("a heartbeat sent while an ask for a slot is unanswered leaves no slot held by nobody once the ask is refused", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 10 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    const controller = new AbortController();
+    const waiting = b.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: controller.signal });
+    // Sent right behind the ask, so Redis runs it after the refusal, with the ask counted as taken.
+    await (b as unknown as { beat(): Promise<void> }).beat();
+    let held = await totals(prefixOf(a));
+    for (let i = 0; i < 100 && held.running !== 1; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      held = await totals(prefixOf(a));
+    }
+    expect(held).toStrictEqual({ queued: 0, running: 1 });
+    // The waiting ask still gets the slot once A frees it.
+    a.release(SERVER, 1);
+    await waiting;
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
+    b.release(SERVER, 1);
+    controller.abort();
+  });
+
   it("a call moves from the queue to a running slot in one step, and Redis holds what each replica counts", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 3 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
