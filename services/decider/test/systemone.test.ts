@@ -381,10 +381,14 @@ describe("POST /v1/systemone", () => {
       expect(h.fake.calls).toBe(1);
     });
 
-    it("a dropped connection becomes 502 upstream_unreachable", async () => {
+    it("a connection dropped once is tried again on a new one; dropped twice, it becomes 502 upstream_unreachable", async () => {
       h = await harness();
       setFault(h, "drop");
+      expect((await decide(h, one)).status).toBe(200);
+      expect(h.fake.calls).toBe(2);
+      h.fake.faults = ["drop", "drop"];
       const res = await decide(h, one);
+      expect(h.fake.calls).toBe(4);
       expect(res.status).toBe(502);
       expect(res.body.code).toBe("upstream_unreachable");
       expect(DeciderErrorBody.parse(res.body)).toStrictEqual(res.body);

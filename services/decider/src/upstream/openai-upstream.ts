@@ -56,11 +56,19 @@ export class OpenAIUpstream implements Upstream {
       add_generation_prompt: false,
     };
     let response: OpenAI.Chat.Completions.ChatCompletion;
-    try {
-      response = await this.client.chat.completions.create(body, { signal: AbortSignal.any([signal, timer]) });
-    } catch (err) {
-      if (timer.aborted && !signal.aborted) throw new UpstreamError({ kind: "timeout" });
-      throw toUpstreamError(err);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        response = await this.client.chat.completions.create(body, { signal: AbortSignal.any([signal, timer]) });
+        break;
+      } catch (err) {
+        if (timer.aborted && !signal.aborted) throw new UpstreamError({ kind: "timeout" });
+        const failure = toUpstreamError(err);
+        // A kept-alive connection the server closed as the call went out (its idle timeout) fails before
+        // any answer; the call only reads, so it is sent once more on a new connection. A server that is
+        // gone refuses that one too (and the failure stands).
+        if (attempt === 0 && !signal.aborted && isCutConnection(failure)) continue;
+        throw failure;
+      }
     }
     const choice = response.choices?.[0];
     if (choice === undefined) throw new UpstreamError({ kind: "malformed", message: "the response has no choice" });
@@ -133,6 +141,13 @@ function serverMessage(err: InstanceType<typeof OpenAI.APIError>): string {
     if ("error" in body && typeof body.error === "string") return body.error;
   }
   return err.message;
+}
+
+/** A connection cut before any answer (reset, closed by the other side), as opposed to one refused. */
+function isCutConnection(err: UpstreamError): boolean {
+  return (
+    err.failure.kind === "unreachable" && /other side closed|ECONNRESET|EPIPE|socket hang up/i.test(err.failure.message)
+  );
 }
 
 export function toUpstreamError(err: unknown): UpstreamError {
