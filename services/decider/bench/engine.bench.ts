@@ -8,10 +8,10 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { ANSWER_MODEL } from "../test/engine/answer-model";
-import { freePort, llamaServerBackend, stopProcess, waitUntilOk } from "../test/engine/backends";
+import { llamaServerBackend, stopProcess } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
+import { firstLine, startDecider } from "./processes";
 import { decisionBody, median } from "./workload";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 21);
@@ -35,13 +35,6 @@ function union(intervals: [number, number][], from: number, to: number): number 
     end = e;
   }
   return total;
-}
-
-function firstLine(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    child.once("exit", (code) => reject(new Error(`exited with ${code} before it was ready`)));
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once("line", resolve);
-  });
 }
 
 interface Upstream {
@@ -82,19 +75,9 @@ async function main(): Promise<void> {
   let decider: ChildProcess | undefined;
   try {
     const upstream = started.url;
-    const port = await freePort();
-    decider = spawn(process.execPath, [path.join(__dirname, "..", "src", "main.js")], {
-      stdio: ["ignore", "ignore", "inherit"],
-      env: {
-        ...process.env,
-        LOCALDECIDER_PORT: String(port),
-        LOCALDECIDER_UPSTREAM: upstream,
-        LOCALDECIDER_UPSTREAM_MODEL: started.model,
-        LOG_LEVEL: "error",
-      },
-    });
-    const base = `http://127.0.0.1:${port}`;
-    await waitUntilOk(`${base}/ready`);
+    const spawned = await startDecider({ LOCALDECIDER_UPSTREAM: upstream, LOCALDECIDER_UPSTREAM_MODEL: started.model });
+    decider = spawned.child;
+    const base = spawned.url;
     const rows: string[] = [];
     const e2eBySize = new Map<number, number>();
     for (const n of [1, 16, 100]) {

@@ -11,47 +11,19 @@
  * machine's other load shows less than in the end-to-end numbers.
  * Run: pnpm --filter @localdecider/decider bench:redis (the machine's Redis at 127.0.0.1:6379).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import path from "node:path";
-import { createInterface } from "node:readline";
 import { createLogger } from "@localdecider/service-kit";
 import { RedisLimits } from "../src/redis-limits";
-import { freePort, stopProcess, waitUntilOk } from "../test/engine/backends";
-import { decisionBody } from "./workload";
+import { stopProcess } from "../test/engine/backends";
+import { deciderOnFake, startFakeUpstream } from "./processes";
+import { decisionBody, quantile } from "./workload";
 
 const UPSTREAM_MS = Number(process.env.BENCH_UPSTREAM_MS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 100);
 const WARMUP = 200;
 const REDIS = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
-
-function firstLine(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    if (child.stdout === null) return reject(new Error("no stdout"));
-    createInterface({ input: child.stdout }).once("line", resolve);
-    child.once("exit", (code) => reject(new Error(`exited with ${code}`)));
-  });
-}
-
-async function decider(upstream: string, extra: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(__dirname, "..", "src", "main.js")], {
-    stdio: ["ignore", "ignore", "inherit"],
-    env: {
-      ...process.env,
-      LOCALDECIDER_PORT: String(port),
-      LOCALDECIDER_UPSTREAM: upstream,
-      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
-      LOCALDECIDER_MAX_INFLIGHT: "4",
-      LOG_LEVEL: "error",
-      ...extra,
-    },
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitUntilOk(`${url}/ready`);
-  return { url, child };
-}
 
 const body = decisionBody(1);
 
@@ -82,11 +54,6 @@ async function load(url: string, count: number, clients: number): Promise<number
   return times;
 }
 
-const quantile = (values: number[], q: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-};
-
 /** Milliseconds of each request's asks of the shared limits: reserve(1), then its slot. */
 async function redisPathAlone(count: number): Promise<number[]> {
   const limits = new RedisLimits({
@@ -116,15 +83,13 @@ async function redisPathAlone(count: number): Promise<number[]> {
 }
 
 async function main(): Promise<void> {
-  const upstreamChild = spawn(process.execPath, [path.join(__dirname, "fake-upstream.main.js"), String(UPSTREAM_MS)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const children: ChildProcess[] = [upstreamChild];
+  const fake = await startFakeUpstream(UPSTREAM_MS);
+  const upstream = fake.url;
+  const children: ChildProcess[] = [fake.child];
   try {
-    const upstream = await firstLine(upstreamChild);
-    const local = await decider(upstream, {});
+    const local = await deciderOnFake(upstream, {});
     children.push(local.child);
-    const shared = await decider(upstream, {
+    const shared = await deciderOnFake(upstream, {
       LOCALDECIDER_REDIS_URL: REDIS,
       LOCALDECIDER_REDIS_PREFIX: `localdecider-bench:${randomUUID()}:`,
     });

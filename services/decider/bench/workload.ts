@@ -1,4 +1,4 @@
-/** The requests both benchmarks send: n mixed questions (noul, a choice of 3, a score of 4), in turn. */
+/** The requests the benchmarks send: n mixed questions (noul, a choice of 3, a score of 4), in turn. */
 export function questions(n: number): Record<string, unknown> {
   return Object.fromEntries(
     Array.from({ length: n }, (_, i) => {
@@ -23,7 +23,10 @@ export function decisionBody(n: number): string {
   });
 }
 
-export const median = (values: number[]) => {
+/** The value below which a share `q` of the values lie (the nearest rank). */
+export const quantile = (values: number[], q: number) => {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 };
+
+export const median = (values: number[]) => quantile(values, 0.5);
