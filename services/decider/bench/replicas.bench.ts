@@ -51,6 +51,23 @@ interface Sample {
   cpu: { deciders: number; fakes: number; redis: number; client: number };
   /** This client's CPU over the row's wall time: near 1 would make it the bottleneck. */
   clientCore: number;
+  /** Mean ms of an upstream call as the row's deciders timed it (the client's request to its answer). */
+  callMs: number;
+}
+
+/** The row's upstream calls as its deciders timed them (their /metrics): how many, and their seconds. */
+async function callTimes(row: Row): Promise<{ count: number; seconds: number }> {
+  let count = 0;
+  let seconds = 0;
+  for (const replica of row.replicas) {
+    const text = await fetch(`${replica.url}/metrics`).then((r) => r.text());
+    for (const line of text.split("\n")) {
+      const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+      if (line.startsWith("decider_upstream_call_duration_seconds_sum")) seconds += value;
+      if (line.startsWith("decider_upstream_call_duration_seconds_count")) count += value;
+    }
+  }
+  return { count, seconds };
 }
 
 /** Redis's own CPU seconds (user + system) from INFO: the server is shared, so other clients count too. */
@@ -111,6 +128,7 @@ async function measure(row: Row, fakes: FakeUpstreamProcess[], redis: Redis): Pr
     fakes: cpuOf(pids(fakes)),
     redis: await redisCpuMs(redis),
     client: process.cpuUsage(),
+    calls: await callTimes(row),
     wall: performance.now(),
   };
   const run = await drive(row, SECONDS);
@@ -118,6 +136,7 @@ async function measure(row: Row, fakes: FakeUpstreamProcess[], redis: Redis): Pr
   const clientMs = (({ user, system }) => (user + system) / 1000)(process.cpuUsage(before.client));
   const per = (ms: number) => ms / Math.max(1, run.answered);
   const stats = await Promise.all(fakes.map((f) => f.stats()));
+  const calls = await callTimes(row);
   return {
     rate: run.latencies.length / SECONDS,
     p50: quantile(run.latencies, 0.5),
@@ -133,6 +152,7 @@ async function measure(row: Row, fakes: FakeUpstreamProcess[], redis: Redis): Pr
       client: per(clientMs),
     },
     clientCore: clientMs / wall,
+    callMs: ((calls.seconds - before.calls.seconds) * 1000) / Math.max(1, calls.count - before.calls.count),
   };
 }
 
@@ -147,12 +167,15 @@ function report(row: Row, samples: Sample[]): string {
   return [
     row.name,
     m((s) => s.rate).toFixed(1),
+    samples.map((s) => s.rate.toFixed(0)).join(" / "),
     `${((m((s) => s.rate) / CAPACITY) * 100).toFixed(1)} %`,
     m((s) => s.p50).toFixed(1),
     m((s) => s.p99).toFixed(1),
     `${refused} / ${errors}`,
     peaks.join(" / "),
     calls.map((c) => `${((c / Math.max(1, total)) * 100).toFixed(1)} %`).join(" / "),
+    // Each slot serves one call per cycle: the part of the cycle outside the call is the hand-over.
+    `${m((s) => s.callMs).toFixed(1)} / ${((SERVERS * MAX_INFLIGHT * 1000) / m((s) => s.rate)).toFixed(1)}`,
     cpu.map((c) => c.toFixed(2)).join(" / "),
     `${(m((s) => s.clientCore) * 100).toFixed(0)} %`,
   ].join(" | ");
@@ -207,9 +230,9 @@ async function main(): Promise<void> {
         .join(" ")}`,
     );
     console.log(
-      "| replicas | limits | req/s | of capacity | p50 ms | p99 ms | 429s / errors | peak in flight A / B | calls A / B | CPU ms per request: deciders / fakes / Redis / client | client, % of a core |",
+      "| replicas | limits | req/s | req/s by round | of capacity | p50 ms | p99 ms | 429s / errors | peak in flight A / B | calls A / B | call / slot cycle ms | CPU ms per request: deciders / fakes / Redis / client | client, % of a core |",
     );
-    console.log("| -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: |");
+    console.log("| -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: |");
     for (const row of rows) console.log(`| ${report(row, samples.get(row) ?? [])} |`);
   } finally {
     redis.disconnect();
