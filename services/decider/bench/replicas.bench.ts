@@ -36,6 +36,8 @@ const body = decisionBody(1);
 interface Row {
   name: string;
   replicas: Decider[];
+  /** The shared limits' key prefix, for rows through Redis. */
+  prefix?: string;
 }
 
 /** One run of one row. */
@@ -53,6 +55,38 @@ interface Sample {
   clientCore: number;
   /** Mean ms of an upstream call as the row's deciders timed it (the client's request to its answer). */
   callMs: number;
+  /** Through Redis: the most running slots Redis counted on each server (sampled), and all it still counts once the row has drained. */
+  redis?: { peaks: number[]; after: number };
+}
+
+/** Running slots the shared limits count in Redis on each of `servers` (its `running` hash, all replicas). */
+async function redisRunning(redis: Redis, prefix: string, servers: string[]): Promise<number[]> {
+  const running = await redis.hgetall(`${prefix}running`);
+  const counts = servers.map(() => 0);
+  for (const [field, value] of Object.entries(running)) {
+    // Fields are `<replica id> <server>`, the server's address as the deciders name it.
+    const server = field.slice(field.indexOf(" ") + 1).replace(/\/$/, "");
+    const i = servers.indexOf(server);
+    if (i >= 0) counts[i] = (counts[i] ?? 0) + Number(value);
+  }
+  return counts;
+}
+
+/** Samples `redisRunning` every 50 ms until `done` settles; the most seen per server. */
+async function sampleRunning(redis: Redis, prefix: string, servers: string[], done: Promise<unknown>) {
+  const peaks = servers.map(() => 0);
+  let finished = false;
+  void done.finally(() => {
+    finished = true;
+  });
+  while (!finished) {
+    const counts = await redisRunning(redis, prefix, servers);
+    counts.forEach((c, i) => {
+      peaks[i] = Math.max(peaks[i] ?? 0, c);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return peaks;
 }
 
 /** The row's upstream calls as its deciders timed them (their /metrics): how many, and their seconds. */
@@ -131,7 +165,12 @@ async function measure(row: Row, fakes: FakeUpstreamProcess[], redis: Redis): Pr
     calls: await callTimes(row),
     wall: performance.now(),
   };
-  const run = await drive(row, SECONDS);
+  const driving = drive(row, SECONDS);
+  const servers = fakes.map((f) => f.url);
+  const [run, redisPeaks] = await Promise.all([
+    driving,
+    row.prefix === undefined ? undefined : sampleRunning(redis, row.prefix, servers, driving),
+  ]);
   const wall = performance.now() - before.wall;
   const clientMs = (({ user, system }) => (user + system) / 1000)(process.cpuUsage(before.client));
   const per = (ms: number) => ms / Math.max(1, run.answered);
@@ -153,6 +192,14 @@ async function measure(row: Row, fakes: FakeUpstreamProcess[], redis: Redis): Pr
     },
     clientCore: clientMs / wall,
     callMs: ((calls.seconds - before.calls.seconds) * 1000) / Math.max(1, calls.count - before.calls.count),
+    // Every request has been answered by now: whatever Redis still counts is held by no call.
+    redis:
+      row.prefix === undefined || redisPeaks === undefined
+        ? undefined
+        : {
+            peaks: redisPeaks,
+            after: (await redisRunning(redis, row.prefix, servers)).reduce((a, b) => a + b, 0),
+          },
   };
 }
 
@@ -173,12 +220,21 @@ function report(row: Row, samples: Sample[]): string {
     m((s) => s.p99).toFixed(1),
     `${refused} / ${errors}`,
     peaks.join(" / "),
+    redisCounts(samples),
     calls.map((c) => `${((c / Math.max(1, total)) * 100).toFixed(1)} %`).join(" / "),
     // Each slot serves one call per cycle: the part of the cycle outside the call is the hand-over.
     `${m((s) => s.callMs).toFixed(1)} / ${((SERVERS * MAX_INFLIGHT * 1000) / m((s) => s.rate)).toFixed(1)}`,
     cpu.map((c) => c.toFixed(2)).join(" / "),
     `${(m((s) => s.clientCore) * 100).toFixed(0)} %`,
   ].join(" | ");
+}
+
+/** The most Redis counted on each server over the rounds, and what it still counted after each round's row. */
+function redisCounts(samples: Sample[]): string {
+  const counted = samples.flatMap((s) => (s.redis === undefined ? [] : [s.redis]));
+  if (counted.length === 0) return "–";
+  const peaks = counted[0]?.peaks.map((_, i) => Math.max(...counted.map((c) => c.peaks[i] ?? 0))) ?? [];
+  return `${peaks.join(" / ")} · ${counted.map((c) => c.after).join(", ")}`;
 }
 
 function fakesTotals(samples: Sample[], pick: (s: Sample) => number[]): number[] {
@@ -209,7 +265,11 @@ async function main(): Promise<void> {
     const [local, ...replicas] = deciders as [Decider, ...Decider[]];
     const rows: Row[] = [
       { name: "1 | in process", replicas: [local] },
-      ...[1, 2, 3].map((n) => ({ name: `${n} | through Redis`, replicas: replicas.slice(0, n) })),
+      ...[1, 2, 3].map((n) => ({
+        name: `${n} | through Redis`,
+        replicas: replicas.slice(0, n),
+        prefix: shared.LOCALDECIDER_REDIS_PREFIX,
+      })),
     ];
     // Every replica warm (V8 has optimised its hot paths, connections are open) before anything counts.
     for (const row of rows) await drive(row, 1);
@@ -230,9 +290,9 @@ async function main(): Promise<void> {
         .join(" ")}`,
     );
     console.log(
-      "| replicas | limits | req/s | req/s by round | of capacity | p50 ms | p99 ms | 429s / errors | peak in flight A / B | calls A / B | call / slot cycle ms | CPU ms per request: deciders / fakes / Redis / client | client, % of a core |",
+      "| replicas | limits | req/s | req/s by round | of capacity | p50 ms | p99 ms | 429s / errors | peak in flight A / B | Redis counted: peak A / B · after the row | calls A / B | call / slot cycle ms | CPU ms per request: deciders / fakes / Redis / client | client, % of a core |",
     );
-    console.log("| -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: |");
+    console.log("| -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: |");
     for (const row of rows) console.log(`| ${report(row, samples.get(row) ?? [])} |`);
   } finally {
     redis.disconnect();
