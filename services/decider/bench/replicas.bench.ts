@@ -55,7 +55,10 @@ interface Sample {
   clientCore: number;
   /** Mean ms of an upstream call as the row's deciders timed it (the client's request to its answer). */
   callMs: number;
-  /** Through Redis: the most running slots Redis counted on each server (sampled), and all it still counts once the row has drained. */
+  /**
+   * Through Redis: the most running slots Redis counted on each server (sampled), and how many it still
+   * counted once the row had drained (held by no call).
+   */
   redis?: { peaks: number[]; after: number };
 }
 
