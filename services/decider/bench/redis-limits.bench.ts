@@ -3,12 +3,13 @@
  * Four processes on this machine: a fake model server whose every call takes UPSTREAM_MS
  * (bench/fake-upstream.main.ts), two deciders (their own main.js, the same settings) in front of it, one
  * with LOCALDECIDER_REDIS_URL (the machine's Redis, a key prefix of this run's own) and one without, and
- * this client. Requests of one yes/no question (one upstream call: one reservation, one slot, two
- * hand-backs), sent in rounds that alternate between the two deciders so that the machine's other load
- * falls on both alike; sequentially, then with 4 in flight (MAX_INFLIGHT 4: no request waits for a slot).
+ * this client. Requests of one yes/no question (one upstream call: its reservation and slot in one script
+ * run, one hand-back), sent in rounds that alternate between the two deciders so that the machine's other
+ * load falls on both alike; sequentially, then with 4 in flight (MAX_INFLIGHT 4: no request waits for a slot).
  * Then the Redis path alone, in this process (no HTTP, no model server): what one one-call request asks of
- * the shared limits (reserve, then the slot; the two hand-backs are not waited for), sequentially, so the
- * machine's other load shows less than in the end-to-end numbers.
+ * the shared limits (admitted with its slot in one step, and for comparison reserved then given its slot in
+ * two; the hand-back is not waited for), sequentially, so the machine's other load shows less than in the
+ * end-to-end numbers.
  * Run: pnpm --filter @localdecider/decider bench:redis (the machine's Redis at 127.0.0.1:6379).
  */
 import type { ChildProcess } from "node:child_process";
@@ -55,7 +56,12 @@ async function load(url: string, count: number, clients: number): Promise<number
 }
 
 /** Milliseconds of each request's asks of the shared limits: reserve(1), then its slot. */
-async function redisPathAlone(count: number): Promise<number[]> {
+/**
+ * Milliseconds of each one-call request's asks of the shared limits, sequentially: `admit` reserves the call
+ * and takes its slot in one script run, as the decider does when the server has a slot free here; `two steps`
+ * reserves, then asks for the slot, as every call that waited in this process's queue does.
+ */
+async function redisPathAlone(count: number, path: "admit" | "two steps"): Promise<number[]> {
   const limits = new RedisLimits({
     url: REDIS,
     prefix: `localdecider-bench:${randomUUID()}:`,
@@ -70,9 +76,9 @@ async function redisPathAlone(count: number): Promise<number[]> {
     const times: number[] = [];
     for (let i = 0; i < count; i++) {
       const started = performance.now();
-      const answer = await limits.reserve(1);
+      const answer = await limits.reserve(1, path === "admit" ? { server: "bench", slots: 1 } : undefined);
       if (!answer.ok) throw new Error("refused");
-      await limits.acquire(1, { server: "bench", fromQueue: true, alone: false, signal });
+      if (answer.started === 0) await limits.acquire(1, { server: "bench", fromQueue: true, alone: false, signal });
       times.push(performance.now() - started);
       limits.release("bench", 1);
     }
@@ -124,11 +130,13 @@ async function main(): Promise<void> {
       const added = (p50.get("shared through Redis") ?? 0) - (p50.get("in this process") ?? 0);
       console.log(`| ${clients} | Redis added, p50 | ${added.toFixed(2)} | | | |`);
     }
-    await redisPathAlone(500);
-    const alone = await redisPathAlone(ROUNDS * PER_ROUND * 4);
-    console.log(
-      `Redis path alone (reserve + slot), ${alone.length} sequential: p50 ${quantile(alone, 0.5).toFixed(3)} ms, p90 ${quantile(alone, 0.9).toFixed(3)} ms, p99 ${quantile(alone, 0.99).toFixed(3)} ms`,
-    );
+    for (const path of ["admit", "two steps"] as const) {
+      await redisPathAlone(500, path);
+      const alone = await redisPathAlone(ROUNDS * PER_ROUND * 4, path);
+      console.log(
+        `Redis path alone (${path}), ${alone.length} sequential: p50 ${quantile(alone, 0.5).toFixed(3)} ms, p90 ${quantile(alone, 0.9).toFixed(3)} ms, p99 ${quantile(alone, 0.99).toFixed(3)} ms`,
+      );
+    }
   } finally {
     for (const child of children.reverse()) await stopProcess(child);
   }
