@@ -36,7 +36,7 @@ function captureLogger() {
 
 function appWith(logger: winston.Logger) {
   const app = express();
-  app.use(requestId({ echoHeaders: ["x-typesafe-request-id"] }));
+  app.use(requestId({ echoHeaders: ["x-typesafe-request-id"], asyncContext: true }));
   app.use(jsonBody({ limit: "1kb" }));
   app.post("/echo", (req, res) => {
     logger.info("handling", { seen: currentRequestId() });
@@ -66,6 +66,25 @@ describe("requestId + jsonBody", () => {
     expect(res.headers["x-request-id"]).toBe("abc-123");
     expect(res.headers["x-typesafe-request-id"]).toBe("abc-123");
     expect(lines.find((l) => l.message === "handling")).toMatchObject({ requestId: "abc-123", seen: "abc-123" });
+  });
+
+  it("without asyncContext, sets no context (no promise hooks) but still echoes the id and logs it from res.locals", async () => {
+    const { logger, lines } = captureLogger();
+    const app = express();
+    app.use(requestId());
+    app.use(accessLog(logger));
+    app.use(jsonBody({ limit: "1kb" }));
+    app.post("/echo", (req, res) => {
+      logger.info("handling", { seen: currentRequestId() ?? null, local: res.locals.requestId });
+      res.json({ body: req.body });
+    });
+    const res = await request(app).post("/echo").set("x-request-id", "abc-456").send({ a: 1 });
+    expect(res.status).toBe(200);
+    expect(res.body).toStrictEqual({ body: { a: 1 } });
+    expect(res.headers["x-request-id"]).toBe("abc-456");
+    expect(lines.find((l) => l.message === "handling")).toMatchObject({ seen: null, local: "abc-456" });
+    expect(lines.find((l) => l.message === "handling")).not.toHaveProperty("requestId");
+    expect(lines.find((l) => l.message === "request")).toMatchObject({ requestId: "abc-456", status: 200 });
   });
 
   it("replaces an unsafe client id with a generated uuid", async () => {

@@ -111,8 +111,10 @@ export function createApp(deps: AppDeps): DeciderApp {
   });
   const app = express();
   app.disable("x-powered-by");
-  // The SDK reads its request id from x-typesafe-request-id.
-  app.use(requestId({ echoHeaders: ["x-typesafe-request-id"] }));
+  // The SDK reads its request id from x-typesafe-request-id. The async context carries the id to the log
+  // lines the decider writes below its handlers (retries, malformed answers, upstream failures); its price
+  // (promise hooks, see requestId) is small next to a model call.
+  app.use(requestId({ echoHeaders: ["x-typesafe-request-id"], asyncContext: true }));
   app.use(accessLog(deps.logger));
   app.use(metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
