@@ -1,6 +1,9 @@
 import { randomUUID } from "node:crypto";
+import type { SqlQueryable } from "@prisma/driver-adapter-utils";
 import type pg from "pg";
+import type { PrismaClient } from "../src/generated/prisma/client";
 import { openStorage } from "../src/storage/open-storage";
+import { PrismaTodoRepository } from "../src/storage/prisma-repository";
 import type { TodoRecord, TodoRepository } from "../src/storage/repository";
 
 import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
@@ -108,16 +111,25 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     }
   });
 
-  it("when closed, releases every database connection", async () => {
+  // Lists go through the driver adapter alone, so the Prisma client may never have connected (and would
+  // not dispose the pool on $disconnect); creates go through the client, which then disposes it too.
+  it.each([
+    ["only lists ran", "lists", (r: TodoRepository) => Promise.all([r.list("a"), r.list("b"), r.list("c")])],
+    [
+      "the client ran statements too",
+      "writes",
+      (r: TodoRepository) => Promise.all([r.create("a", { title: "t", completed: false }), r.list("a"), r.ping()]),
+    ],
+  ])("when closed after %s, releases every database connection", async (_case, name, work) => {
     const url = new URL(db.url);
-    url.searchParams.set("application_name", "todos-close-test");
+    url.searchParams.set("application_name", `todos-close-${name}`);
     const other = await openStorage({ databaseUrl: url.toString(), dataDir: "unused" });
-    await Promise.all([other.list("a"), other.list("b"), other.list("c")]);
+    await work(other);
     const connections = async () =>
       (
         await queryDatabase<{ n: number }>(
           db.url,
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'todos-close-test'`,
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'todos-close-${name}'`,
         )
       )[0]?.n;
     expect(await connections()).toBeGreaterThanOrEqual(1);
@@ -185,3 +197,37 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
 function order(a: TodoRecord, b: TodoRecord): number {
   return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
+
+describe("PrismaTodoRepository list rows", () => {
+  function listing(row: unknown[]) {
+    const adapter = { queryRaw: async () => ({ columnNames: [], columnTypes: [], rows: [row] }) };
+    return new PrismaTodoRepository({
+      prisma: {} as PrismaClient,
+      adapter: adapter as unknown as SqlQueryable,
+      kind: "postgres",
+      release: async () => undefined,
+    }).list("u");
+  }
+  const id = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+  it("when the adapter returns timestamps as Postgres writes them (any fraction), gives exact Dates", async () => {
+    expect(await listing([id, "t", true, "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00.12+00:00"])).toStrictEqual([
+      {
+        id,
+        title: "t",
+        completed: true,
+        createdAt: new Date("2026-11-24T10:00:00.000Z"),
+        updatedAt: new Date("2026-11-24T10:00:00.120Z"),
+      },
+    ]);
+  });
+
+  it.each([
+    ["a Date instead of text", [id, "t", true, new Date(), "2026-11-24T10:00:00+00:00"]],
+    ["an unparseable timestamp", [id, "t", true, "yesterday", "2026-11-24T10:00:00+00:00"]],
+    ["a boolean as text", [id, "t", "t", "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00+00:00"]],
+    ["a missing column", [id, "t", true, "2026-11-24T10:00:00+00:00"]],
+  ])("when the adapter returns %s, the list fails instead of passing the row on", async (_case, row) => {
+    await expect(listing(row)).rejects.toThrow("the driver adapter returned a todo row of unexpected types");
+  });
+});

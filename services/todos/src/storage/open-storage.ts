@@ -9,6 +9,7 @@ import { lockDataDir } from "./data-dir-lock";
 import { loadMigrations, type MigrationConnection, migrate, noteCleanupFailure } from "./migrate";
 import { PrismaTodoRepository } from "./prisma-repository";
 import type { QueryObserver, TodoRepository } from "./repository";
+import { connectShared } from "./shared-adapter";
 import { statementNames } from "./statement-names";
 import { TurnQueue } from "./turn-queue";
 
@@ -58,23 +59,25 @@ async function openPostgres(databaseUrl: string, options: StorageOptions): Promi
   await migratePostgres(databaseUrl);
   const onPoolError = options.onPoolError ?? (() => undefined);
   // The pool is built here (the same settings the adapter would use) so its figures can be read for metrics;
-  // disposeExternalPool keeps the adapter ending it on $disconnect. The adapter's error listeners matter:
+  // disposeExternalPool makes disposing the adapter end it (release, after $disconnect). The adapter's error listeners matter:
   // without one, an idle connection's error (database restarted, proxy cut) would crash the process.
   const pool = new pg.Pool({ connectionString: databaseUrl, ...POOL_SETTINGS });
   options.onPool?.(pool);
   // The cast only bridges two @types/pg releases (ours and the adapter's); at run time both load the same pg
   // 8.23.1, which the adapter's `instanceof pg.Pool` check needs.
-  const adapter = new PrismaPg(pool as unknown as ConstructorParameters<typeof PrismaPg>[0], {
-    onPoolError,
-    onConnectionError: onPoolError,
-    disposeExternalPool: true,
-    statementNameGenerator: statementNames(),
-  });
-  const prisma = new PrismaClient({ adapter, ...CLIENT_OPTIONS });
+  const shared = await connectShared(
+    new PrismaPg(pool as unknown as ConstructorParameters<typeof PrismaPg>[0], {
+      onPoolError,
+      onConnectionError: onPoolError,
+      disposeExternalPool: true,
+      statementNameGenerator: statementNames(),
+    }),
+  );
   return new PrismaTodoRepository({
-    prisma,
+    prisma: new PrismaClient({ adapter: shared.factory, ...CLIENT_OPTIONS }),
+    adapter: shared.adapter,
     kind: "postgres",
-    release: async () => undefined,
+    release: shared.dispose,
     onQuery: options.onQuery,
   });
 }
@@ -116,16 +119,18 @@ async function openPglite(options: StorageOptions): Promise<TodoRepository> {
     throw err;
   }
   const opened = db;
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(opened), ...CLIENT_OPTIONS });
+  const shared = await connectShared(new PrismaPGlite(opened));
   const release = async () => {
     try {
+      await shared.dispose();
       await opened.close();
     } finally {
       await unlock();
     }
   };
   return new PrismaTodoRepository({
-    prisma,
+    prisma: new PrismaClient({ adapter: shared.factory, ...CLIENT_OPTIONS }),
+    adapter: shared.adapter,
     kind: "pglite",
     release,
     onQuery: options.onQuery,
