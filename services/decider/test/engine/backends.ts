@@ -86,11 +86,15 @@ export async function llamaServerBackend(
     url,
     model,
     promptOf: async (messages) => {
-      const res = await fetch(`${url}/apply-template`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ messages }),
-      });
+      const ask = () =>
+        fetch(`${url}/apply-template`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ messages }),
+        });
+      // llama-server closes idle kept-alive connections; a request sent on one as it closes fails with
+      // "other side closed" before any answer, and is sent once more (as the decider's own calls are).
+      const res = await ask().catch(ask);
       if (!res.ok) throw new Error(`/apply-template answered ${res.status}: ${await res.text()}`);
       return ((await res.json()) as { prompt: string }).prompt;
     },
