@@ -156,9 +156,9 @@ export function env(upstream: string, redis: string, prefix: string, limits: { i
   };
 }
 
-/** Sends `count` decisions at once, spread over `urls`; resolves each as it answers. */
-export function burst(urls: string[], count: number, tag: string): Promise<Reply>[] {
-  return Array.from({ length: count }, (_, i) => decide(urls[i % urls.length] ?? "", `${tag}${i}`));
+/** Sends `count` decisions at once, spread over the replicas; resolves each as it answers. */
+export function burst(replicas: { url: string }[], count: number, tag: string): Promise<Reply>[] {
+  return Array.from({ length: count }, (_, i) => decide(replicas[i % replicas.length]?.url ?? "", `${tag}${i}`));
 }
 
 /** Keeps each reply in the returned list as soon as it answers. */
@@ -177,4 +177,17 @@ export async function sharedTotals(url: string, prefix: string): Promise<{ queue
   } finally {
     redis.disconnect();
   }
+}
+
+/** `count` replicas with the same environment (env()), each ready to admit work. */
+export async function startReplicas(
+  count: number,
+  upstream: string,
+  prefix: string,
+  limits: { inflight: number; queue: number },
+): Promise<DeciderProcess[]> {
+  const started = await Promise.all(
+    Array.from({ length: count }, () => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
+  );
+  return allReady(started);
 }

@@ -15,6 +15,7 @@ import {
   type Reply,
   readyOf,
   sharedTotals,
+  startReplicas,
   testPrefix,
   track,
 } from "./processes";
@@ -67,16 +68,10 @@ describe("deciders sharing limits through Redis", () => {
   it("three replicas under a burst: the model server's peak stays at MAX_INFLIGHT, admissions at MAX_QUEUE + MAX_INFLIGHT, the rest 429, every admitted one answers", async () => {
     const prefix = testPrefix();
     const limits = { inflight: 2, queue: 6 };
-    deciders = await allReady(
-      await Promise.all([0, 1, 2].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start())),
-    );
+    deciders = await startReplicas(3, upstream, prefix, limits);
     fake.holding = true;
     const total = 30;
-    const replies = burst(
-      deciders.map((d) => d.url),
-      total,
-      "burst",
-    );
+    const replies = burst(deciders, total, "burst");
     const answered = track(replies);
     // The refused answer at once; the admitted wait on the held model server.
     await waitFor(() => fake.inflight === limits.inflight, "the model server's slots taken");
@@ -112,9 +107,9 @@ describe("deciders sharing limits through Redis", () => {
     deciders = await allReady([a, b]);
     fake.holding = true;
     // Two running and four queued, all on A: the shared queue is full.
-    void Promise.allSettled(burst([a.url], 2, "a-running"));
+    void Promise.allSettled(burst([a], 2, "a-running"));
     await waitFor(() => fake.inflight === 2, "A's calls running");
-    void Promise.allSettled(burst([a.url], 4, "a-queued"));
+    void Promise.allSettled(burst([a], 4, "a-queued"));
     await waitForSharedQueue(prefix, 4);
     const full = await decide(b.url, "b-refused");
     expect(full.status).toBe(429);
@@ -203,19 +198,11 @@ describe("deciders sharing limits through Redis, in front of two model servers",
     const urls = await Promise.all(fakes.map((f) => f.start()));
     const limits = { inflight: 2, queue: 6 };
     const prefix = testPrefix();
-    deciders = await allReady(
-      await Promise.all(
-        [0, 1, 2].map(() => new DeciderProcess(env(urls.join(","), MACHINE_REDIS, prefix, limits)).start()),
-      ),
-    );
+    deciders = await startReplicas(3, urls.join(","), prefix, limits);
     a.holding = true;
     b.holding = true;
     const total = 30;
-    const replies = burst(
-      deciders.map((d) => d.url),
-      total,
-      "burst",
-    );
+    const replies = burst(deciders, total, "burst");
     const answered = track(replies);
     await waitFor(() => a.inflight === limits.inflight && b.inflight === limits.inflight, "both servers' slots taken");
     const slots = limits.inflight * fakes.length;
