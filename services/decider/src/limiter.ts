@@ -210,16 +210,17 @@ export class UpstreamLimiter {
     let granted = 0;
     if (shared === undefined) {
       if (this.reserved + calls > this.maxQueue) return { ahead: this.reserved + this.running };
+      this.slots(server).reserved += calls;
     } else {
       // The first calls take their slots in the same round trip when this process has them free here.
-      const slots = Math.min(calls, this.maxInflight - this.load(server));
+      const free = Math.min(calls, this.maxInflight - this.load(server));
       // Counted on the server at once, so that requests choosing a server meanwhile see this one's load.
       this.slots(server).reserved += calls;
-      let answer: Awaited<ReturnType<SharedLimits["reserve"]>>;
+      let answer: Awaited<ReturnType<SharedLimits["reserve"]>> | undefined;
       try {
-        answer = await shared.reserve(calls, { server, slots });
+        answer = await shared.reserve(calls, { server, slots: free });
       } finally {
-        this.slots(server).reserved -= calls;
+        if (answer?.ok !== true) this.slots(server).reserved -= calls;
       }
       if (!answer.ok) return { ahead: answer.ahead };
       granted = answer.started;
@@ -227,13 +228,14 @@ export class UpstreamLimiter {
     let current = server;
     const grantedOn = server;
     this.reserved += calls;
-    this.slots(current).reserved += calls;
     let left = calls;
     /**
      * With shared limits each call not yet started is counted in Redis as one of: granted (a running slot
      * on `grantedOn`), queued, or neither (`unqueued`: its grant was handed back when the request moved).
      */
     let unqueued = 0;
+    /** Of the calls not yet started, those counted as queued in the shared limits. */
+    const sharedQueued = () => left - granted - unqueued;
     const take = (): boolean => {
       if (left === 0) return false;
       left -= 1;
@@ -244,7 +246,8 @@ export class UpstreamLimiter {
     /** A call taken (take()) that will not run: hands its part back to the shared limits. */
     const drop = () => {
       if (shared === undefined) return;
-      if (left + 1 - granted - unqueued > 0) shared.unreserve(1);
+      // take() has counted it off `left` already: it was one of the queued ones if any was left before.
+      if (sharedQueued() + 1 > 0) shared.unreserve(1);
       else if (unqueued > 0) unqueued -= 1;
       else {
         granted -= 1;
@@ -257,7 +260,7 @@ export class UpstreamLimiter {
         granted -= 1;
         return "granted";
       }
-      if (left + 1 - granted - unqueued > 0) return "queued";
+      if (sharedQueued() + 1 > 0) return "queued";
       unqueued -= 1;
       return "unqueued";
     };
@@ -361,7 +364,7 @@ export class UpstreamLimiter {
       release: () => {
         this.reserved -= left;
         this.slots(current).reserved -= left;
-        const queued = left - granted - unqueued;
+        const queued = sharedQueued();
         if (queued > 0) shared?.unreserve(queued);
         if (granted > 0) shared?.release(grantedOn, granted);
         left = 0;
