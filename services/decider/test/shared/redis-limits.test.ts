@@ -1,9 +1,8 @@
 import { createLogger } from "@localdecider/service-kit";
-import Redis from "ioredis";
 import { LimiterUnavailableError } from "../../src/limiter";
 import { RedisLimits, type RedisLimitsOptions } from "../../src/redis-limits";
 import { MACHINE_REDIS } from "../helpers";
-import { freePort, testPrefix } from "./processes";
+import { freePort, sharedTotals, testPrefix } from "./processes";
 
 /** RedisLimits of two "replicas" in one process, against the machine's Redis, each test under its own prefix. */
 
@@ -56,21 +55,16 @@ const signal = () => new AbortController().signal;
 
 const prefixOf = (limits: RedisLimits) => (limits as unknown as { options: RedisLimitsOptions }).options.prefix;
 
-/** What Redis holds for all replicas under a prefix: queued calls and running slots. */
-async function totals(prefix: string): Promise<{ queued: number; running: number }> {
-  const redis = new Redis(MACHINE_REDIS);
-  try {
-    const sum = async (key: string, field = (_: string) => true) =>
-      Object.entries(await redis.hgetall(key))
-        .filter(([name]) => field(name))
-        .reduce((total, [, value]) => total + Number(value), 0);
-    return {
-      queued: await sum(`${prefix}queued`),
-      running: await sum(`${prefix}running`, (name) => name.endsWith(` ${SERVER}`)),
-    };
-  } finally {
-    redis.disconnect();
-  }
+/** What Redis holds for all replicas under a prefix: queued calls and running slots (all on SERVER here). */
+const totals = (prefix: string) => sharedTotals(MACHINE_REDIS, prefix);
+
+/** Asks `limits` for slots of SERVER: one, outside the queue, not alone, never cancelled, unless told. */
+function slot(
+  limits: RedisLimits,
+  options: { weight?: number; fromQueue?: boolean; alone?: boolean; signal?: AbortSignal } = {},
+): Promise<void> {
+  const { weight = 1, fromQueue = false, alone = false } = options;
+  return limits.acquire(weight, { server: SERVER, fromQueue, alone, signal: options.signal ?? signal() });
 }
 
 afterEach(async () => {
@@ -95,7 +89,7 @@ describe("RedisLimits", () => {
   it("a reservation may start its first calls in the same step, with only the slots free across replicas", async () => {
     const [a, b] = await replicas(2, { maxInflight: 2, maxQueue: 10 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    await slot(a);
     // One slot of two is taken by A: B's reservation of three calls starts one and queues two.
     expect(await b.reserve(3, { server: SERVER, slots: 2 })).toStrictEqual({ ok: true, started: 1 });
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 2, running: 2 });
@@ -116,9 +110,9 @@ describe("RedisLimits", () => {
   it("a heartbeat sent while an ask for a slot is unanswered leaves no slot held by nobody once the ask is refused", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 10 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    await slot(a);
     const controller = new AbortController();
-    const waiting = b.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: controller.signal });
+    const waiting = slot(b, { signal: controller.signal });
     // Sent right behind the ask, so Redis runs it after the refusal, with the ask counted as taken.
     await (b as unknown as { beat(): Promise<void> }).beat();
     let held = await totals(prefixOf(a));
@@ -140,9 +134,9 @@ describe("RedisLimits", () => {
     if (a === undefined || b === undefined) throw new Error("two replicas");
     expect(await a.reserve(2)).toStrictEqual({ ok: true, started: 0 });
     expect(await b.reserve(1)).toStrictEqual({ ok: true, started: 0 });
-    await a.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
+    await slot(a, { fromQueue: true });
     // One of A's calls runs, so two wait: the queue (3) has room for one more, and the slot is taken.
-    const waiting = b.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
+    const waiting = slot(b, { fromQueue: true });
     expect(await settled(waiting)).toBe(false);
     expect(await a.reserve(2)).toStrictEqual({ ok: false, ahead: 3 });
     a.release(SERVER, 1);
@@ -150,7 +144,7 @@ describe("RedisLimits", () => {
     // A's other call starts from the queue too, once B's is done. Redis then holds that one running call
     // and nothing queued, also after a heartbeat has set it to what each replica counts.
     b.release(SERVER, 1);
-    await a.acquire(1, { server: SERVER, fromQueue: true, alone: false, signal: signal() });
+    await slot(a, { fromQueue: true });
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
     await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
@@ -162,12 +156,12 @@ describe("RedisLimits", () => {
   it("a slot freed on one replica goes to the call waiting on another", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
-    const waiting = b.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    await slot(a);
+    const waiting = slot(b);
     expect(await settled(waiting)).toBe(false);
     a.release(SERVER, 1);
     await waiting;
-    const third = a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    const third = slot(a);
     expect(await settled(third)).toBe(false);
     b.release(SERVER, 1);
     await third;
@@ -176,11 +170,11 @@ describe("RedisLimits", () => {
   it("a lone call waiting on one replica holds off new calls on the others until it has run", async () => {
     const [a, b] = await replicas(2, { maxInflight: 2 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
-    const lone = b.acquire(2, { server: SERVER, fromQueue: false, alone: true, signal: signal() });
+    await slot(a);
+    const lone = slot(b, { weight: 2, alone: true });
     expect(await settled(lone)).toBe(false);
     // One slot is free, but the lone call claimed the server: A's next call waits behind it.
-    const next = a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    const next = slot(a);
     expect(await settled(next)).toBe(false);
     a.release(SERVER, 1);
     await lone;
@@ -192,15 +186,15 @@ describe("RedisLimits", () => {
   it("a cancelled wait gives up its claim at once", async () => {
     const [a, b] = await replicas(2, { maxInflight: 1 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    await slot(a);
     const controller = new AbortController();
-    const lone = b.acquire(1, { server: SERVER, fromQueue: false, alone: true, signal: controller.signal });
+    const lone = slot(b, { alone: true, signal: controller.signal });
     expect(await settled(lone)).toBe(false);
     controller.abort();
     await expect(lone).rejects.toThrow("The request was cancelled");
     a.release(SERVER, 1);
     // Nothing holds the server any more: A's next call runs.
-    await a.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() });
+    await slot(a);
   });
 
   it("with Redis unreachable, admits nothing and says why", async () => {
@@ -216,8 +210,6 @@ describe("RedisLimits", () => {
     opened.push(limits);
     expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
     await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
-    await expect(
-      limits.acquire(1, { server: SERVER, fromQueue: false, alone: false, signal: signal() }),
-    ).rejects.toThrow(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
+    await expect(slot(limits)).rejects.toThrow(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
   });
 });

@@ -3,7 +3,6 @@ import Redis from "ioredis";
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
 import {
-  allReady,
   burst,
   DeciderProcess,
   decide,
@@ -100,11 +99,9 @@ describe("deciders sharing limits through Redis", () => {
   it("a replica killed mid-burst loses its reservations when its lease ends; the other keeps serving", async () => {
     const prefix = testPrefix();
     const limits = { inflight: 2, queue: 4 };
-    const [a, b] = await Promise.all(
-      [0, 1].map(() => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
-    );
+    deciders = await startReplicas(2, upstream, prefix, limits);
+    const [a, b] = deciders;
     if (a === undefined || b === undefined) throw new Error("two deciders");
-    deciders = await allReady([a, b]);
     fake.holding = true;
     // Two running and four queued, all on A: the shared queue is full.
     void Promise.allSettled(burst([a], 2, "a-running"));
