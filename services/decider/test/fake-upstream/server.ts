@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
  * A fake OpenAI-compatible model server on a real port. A call is a probe: the prompt lists questions and
  * ends with an assistant message prefilled up to one answer's value (`{"q2": "`); the fake answers one
  * token and reports the alternatives at that position from a scripted distribution over the outcomes.
- * The llama flavour follows the recordings of a real llama-server (../shared/fixtures/llama-server-b10573):
+ * The llama flavour follows the recordings of a real llama-server (test/fixtures/llama-server-b10573):
  * raw, unconstrained alternatives (whitespace runs, a bare quote, an unquoted letter inside a string,
  * glued `:t`, partial UTF-8 pieces with `token: ""`, the empty end token), values split or glued in
  * several ways (` t`, ` true`, `true,`, `B"}`), any model name accepted, `/v1/models` in both the OpenAI

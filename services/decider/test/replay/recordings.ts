@@ -4,10 +4,10 @@ import type { Reading } from "../../src/decide/probe";
 import type { Alternative } from "../../src/decide/readout";
 
 /**
- * The recordings of a real llama-server (b10573) that the project's shared folder holds beside the repo
- * (`../shared/fixtures/llama-server-b10573`, see its README). CI clones the repo with shared/ beside it.
+ * The recordings of a real llama-server (b10573) kept with the tests that read them
+ * (`test/fixtures/llama-server-b10573`, see its README): facts recorded from a real server, part of the repo.
  */
-export const RECORDINGS = path.resolve(__dirname, "../../../../../shared/fixtures/llama-server-b10573");
+export const RECORDINGS = path.resolve(__dirname, "../fixtures/llama-server-b10573");
 
 interface RecordedToken {
   token: string;
