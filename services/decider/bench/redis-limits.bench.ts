@@ -15,7 +15,7 @@
 import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { createLogger } from "@localdecider/service-kit";
-import { RedisLimits } from "../src/redis-limits";
+import { RedisLimits } from "../src/limits/redis-limits";
 import { stopProcess } from "../test/engine/backends";
 import { deciderOnFake, startFakeUpstream } from "./processes";
 import { decisionBody, quantile } from "./workload";
@@ -76,11 +76,11 @@ async function redisPathAlone(count: number, path: "admit" | "two steps"): Promi
     const times: number[] = [];
     for (let i = 0; i < count; i++) {
       const started = performance.now();
-      const answer = await limits.reserve(1, path === "admit" ? { server: "bench", slots: 1 } : undefined);
+      const answer = await limits.reserve(1, path === "admit" ? { server: "bench" } : undefined);
       if (!answer.ok) throw new Error("refused");
-      if (answer.started === 0) await limits.acquire(1, { server: "bench", fromQueue: true, alone: false, signal });
+      const slot = answer.slot ?? (await limits.acquire({ server: "bench", alone: false, signal }));
       times.push(performance.now() - started);
-      limits.release("bench", 1);
+      limits.release("bench", slot, 1);
     }
     return times;
   } finally {

@@ -19,7 +19,7 @@ import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
 import { deciderError } from "./errors";
-import type { UpstreamLimiter } from "./limiter";
+import type { UpstreamLimiter } from "./limits/limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";

@@ -8,6 +8,7 @@ import { parseUpstreams, upstreamAddress, upstreamAuthorization } from "./upstre
 import { OpenAIUpstream } from "./upstream/openai-upstream";
 import { type PoolServer, ServerPool } from "./upstream/pool";
 import { ModelListProbe } from "./upstream/readiness";
+import { ServerCheck } from "./upstream/server-check";
 
 /**
  * What answers the questions, chosen by LOCALDECIDER_UPSTREAM: the model servers it lists when set, the
@@ -35,10 +36,20 @@ export function createBackend(config: Config, logger: Logger): Backend {
       const address = upstreamAddress(configured);
       const authorization = upstreamAuthorization(config.LOCALDECIDER_UPSTREAM_API_KEY, address.basicAuth);
       const { baseURL } = address;
+      const upstream = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs });
+      const checkMs = Math.min(timeoutMs, 10_000);
+      const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: checkMs });
       return {
         id: address.display,
-        upstream: new OpenAIUpstream({ baseURL, model, authorization, timeoutMs }),
-        probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: Math.min(timeoutMs, 10_000) }),
+        upstream,
+        probe: new ServerCheck(list, upstream, {
+          baseURL,
+          authorization,
+          timeoutMs: checkMs,
+          maxInflight: config.LOCALDECIDER_MAX_INFLIGHT,
+          allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
+          logger,
+        }),
       };
     });
     const pool = new ServerPool(servers, logger);

@@ -3,8 +3,9 @@ import { createApp } from "./app";
 import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
 import { type Config, configSchema } from "./config";
-import { type SharedLimits, UpstreamLimiter } from "./limiter";
-import { PROMPT_VERSION } from "./prompt";
+import { PROMPT_VERSION } from "./decide/prompt";
+import { UpstreamLimiter } from "./limits/limiter";
+import type { SharedLimits } from "./limits/types";
 import { SERVICE_VERSION } from "./version";
 
 async function main(): Promise<void> {
@@ -77,7 +78,7 @@ async function sharedLimits(
 ): Promise<SharedLimits | undefined> {
   const url = config.LOCALDECIDER_REDIS_URL;
   if (url === undefined) return undefined;
-  const { RedisLimits } = await import("./redis-limits.js");
+  const { RedisLimits } = await import("./limits/redis-limits.js");
   return new RedisLimits({
     url,
     prefix: config.LOCALDECIDER_REDIS_PREFIX,

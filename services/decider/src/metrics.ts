@@ -1,5 +1,5 @@
 import { Counter, createMetrics, Gauge, Histogram, type Metrics } from "@localdecider/service-kit";
-import type { UpstreamLimiter } from "./limiter";
+import type { UpstreamLimiter } from "./limits/limiter";
 import type { DeciderObserver, UpstreamOutcome } from "./observer";
 import type { ServerPool } from "./upstream/pool";
 

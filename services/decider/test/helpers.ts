@@ -4,13 +4,14 @@ import { createApp } from "../src/app";
 import type { Backend } from "../src/backend";
 import type { Calibration } from "../src/calibration/calibration";
 import type { Decider } from "../src/decide/decider";
-import { UpstreamLimiter } from "../src/limiter";
+import { UpstreamLimiter } from "../src/limits/limiter";
+import { RedisLimits } from "../src/limits/redis-limits";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
-import { RedisLimits } from "../src/redis-limits";
 import { upstreamAddress, upstreamAuthorization } from "../src/upstream/address";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import type { ServerPool } from "../src/upstream/pool";
 import { ModelListProbe, type ReadinessProbe } from "../src/upstream/readiness";
+import { ServerCheck } from "../src/upstream/server-check";
 import type { Upstream } from "../src/upstream/types";
 import { FakeUpstream, type Flavour } from "./fake-upstream/server";
 import { recorder } from "./setup/openapi-responses";
@@ -97,14 +98,23 @@ export function deciderFor(
   const { baseURL } = address;
   const authorization = upstreamAuthorization(options.upstreamApiKey, address.basicAuth);
   const adapter = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs: timeoutSeconds * 1000 });
+  const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 });
+  const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
   return deciderOver(
     {
       upstream: options.wrapUpstream?.(adapter) ?? adapter,
-      probe: new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 }),
+      probe: new ServerCheck(list, adapter, {
+        baseURL,
+        authorization,
+        timeoutMs: 5000,
+        maxInflight: options.maxInflight ?? 2,
+        allowNoLogprobs: options.allowNoLogprobs ?? false,
+        logger,
+      }),
       display: address.display,
       model,
     },
-    options,
+    { ...options, logger },
   );
 }
 

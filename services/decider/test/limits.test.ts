@@ -17,45 +17,57 @@ describe.each([
     await h.close();
   });
 
-  it("never has more than MAX_INFLIGHT upstream calls running and answers once the queue drains", async () => {
-    h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 1 });
+  it("runs at most MAX_INFLIGHT requests at once, each with its calls one at a time in a slot of its own, and answers once the queue drains", async () => {
+    h = await harness({ sharedRedis, flavour: "llama", maxInflight: 2, questionsPerCall: 1 });
     h.fake.holding = true;
-    const pending = request(h.app)
-      .post("/v1/systemone")
-      .send(payload(6))
-      .then((r) => r);
+    const pending = ["a", "b", "c"].map((prefix) =>
+      request(h.app)
+        .post("/v1/systemone")
+        .send(payload(2, prefix))
+        .then((r) => r),
+    );
     await waitFor(() => h.fake.inflight === 2, "two calls in flight");
+    // Two requests hold the two slots, one call each in flight; the third request waits for a slot.
     expect(h.limiter.counts()).toStrictEqual({ queued: 4, running: 2 });
-    expect(h.fake.calls).toBe(2);
     h.fake.release();
-    const res = await pending;
-    expect(res.status).toBe(200);
-    expect(Object.keys(res.body.answers)).toHaveLength(6);
+    for (const res of await Promise.all(pending)) {
+      expect(res.status).toBe(200);
+      expect(Object.keys(res.body.answers)).toHaveLength(2);
+    }
     expect(h.fake.calls).toBe(6);
     expect(h.fake.maxInflight).toBe(2);
     expect(h.limiter.counts()).toStrictEqual({ queued: 0, running: 0 });
+    // Every call of a request named the request's slot (llama.cpp's id_slot), so its prompt is read once.
+    const slotsOf = (prefix: string) =>
+      new Set(
+        h.fake.requests.filter((r) => FakeUpstream.probed(r).question.name.startsWith(prefix)).map((r) => r.id_slot),
+      );
+    for (const prefix of ["a", "b", "c"]) expect([...slotsOf(prefix)]).toHaveLength(1);
+    expect([...slotsOf("a"), ...slotsOf("b")].sort()).toStrictEqual([0, 1]);
   });
 
-  it("queues fairly: a 1-question request sent after a 40-call one waits for a few calls, not for all of them", async () => {
+  it("a request never waits behind another request's calls while a slot is free: a 1-question request sent after a 40-call one starts at once", async () => {
     h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 16 });
     h.fake.holding = true;
     const big = request(h.app)
       .post("/v1/systemone")
       .send(payload(40, "big"))
       .then((r) => r);
-    await waitFor(() => h.fake.inflight === 2, "two of the big request's calls in flight");
+    await waitFor(() => h.fake.inflight === 1, "the big request's first call in flight");
     const small = request(h.app)
       .post("/v1/systemone")
       .send(payload(1, "small"))
       .then((r) => r);
-    await waitFor(() => h.limiter.counts().queued === 39, "the small request admitted");
+    // The small request's call reaches the server beside the big request's held one.
+    await waitFor(() => h.fake.inflight === 2, "the small request's call in flight");
     h.fake.release();
     expect((await small).status).toBe(200);
     expect((await big).status).toBe(200);
     const order = h.fake.requests.map((r) => FakeUpstream.probed(r).question.name);
-    // The two calls in flight, then at most MAX_INFLIGHT more of the big request's, then the small one.
-    expect(order.indexOf("small0")).toBeLessThanOrEqual(4);
+    expect(order.indexOf("small0")).toBe(1);
     expect(order).toHaveLength(41);
+    // The big request ran its calls one at a time.
+    expect(h.fake.maxInflight).toBe(2);
   });
 
   it("refuses a request whose calls would overflow MAX_QUEUE with 429 and Retry-After, before queueing any", async () => {
@@ -67,7 +79,8 @@ describe.each([
       .then((r) => r);
     await waitFor(() => h.fake.inflight === 1, "the first call in flight");
     expect(h.limiter.counts()).toStrictEqual({ queued: 2, running: 1 });
-    const refused = await request(h.app).post("/v1/systemone").send(payload(3, "m"));
+    // The admitted request's 3 calls count toward MAX_QUEUE until it has finished.
+    const refused = await request(h.app).post("/v1/systemone").send(payload(2, "m"));
     expect(refused.status).toBe(429);
     expect(refused.headers["retry-after"]).toMatch(/^[1-9][0-9]*$/);
     expect(refused.body).toStrictEqual({
@@ -76,16 +89,16 @@ describe.each([
     });
     expect(h.limiter.counts()).toStrictEqual({ queued: 2, running: 1 });
     expect(h.observer.rejected).toBe(1);
-    // Two more calls still fit (2 queued + 2 = MAX_QUEUE).
+    // One more call still fits (3 + 1 = MAX_QUEUE).
     const second = request(h.app)
       .post("/v1/systemone")
-      .send(payload(2, "k"))
+      .send(payload(1, "k"))
       .then((r) => r);
-    await waitFor(() => h.limiter.counts().queued === 4, "the second request queued");
+    await waitFor(() => h.limiter.counts().queued === 3, "the second request queued");
     h.fake.release();
     expect((await first).status).toBe(200);
     expect((await second).status).toBe(200);
-    expect(h.fake.calls).toBe(5);
+    expect(h.fake.calls).toBe(4);
     expect(h.fake.maxInflight).toBe(1);
   });
 
@@ -101,7 +114,7 @@ describe.each([
     expect(h.fake.calls).toBe(0);
   });
 
-  it("a client that disconnects aborts its in-flight calls and its queued calls never reach the upstream", async () => {
+  it("a client that disconnects aborts its in-flight call and its other calls never reach the upstream", async () => {
     h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 1 });
     const server = await listen(h);
     h.fake.holding = true;
@@ -112,11 +125,11 @@ describe.each([
     });
     req.on("error", () => {});
     req.end(body);
-    await waitFor(() => h.fake.inflight === 2, "two calls in flight");
+    await waitFor(() => h.fake.inflight === 1, "the request's first call in flight");
     req.destroy();
-    await waitFor(() => h.fake.aborted === 2, "the fake to see both in-flight calls aborted");
+    await waitFor(() => h.fake.aborted === 1, "the fake to see the call in flight aborted");
     await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
-    expect(h.fake.calls).toBe(2);
+    expect(h.fake.calls).toBe(1);
     await server.close();
   });
 });

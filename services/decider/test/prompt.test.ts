@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { partsOf } from "../src/decide/plan";
 import { probeOf } from "../src/decide/probe";
-import { PROMPT_VERSION, renderPrompt, stateFence } from "../src/prompt";
+import { PROMPT_VERSION, renderPrompt, stateFence } from "../src/decide/prompt";
 
 describe("the prompt", () => {
   it("is version 3 (one probe per question; untrusted text fenced or JSON-encoded)", () => {

@@ -1,5 +1,5 @@
-import type { Reading } from "../src/decide/probe";
-import { ABSENT_SHARE, type Alternative, outcomeOfToken, readOut } from "../src/decide/readout";
+import { ABSENT_SHARE, outcomeOfToken, readOut } from "../src/decide/readout";
+import type { Alternative, Reading } from "../src/upstream/types";
 import { recordedPosition, recordedValuePositions } from "./replay/recordings";
 
 const noul: Reading = { literals: ["true", "false"], whitespaceFirst: true };

@@ -98,10 +98,11 @@ describe("several model servers", () => {
   it("a server that dies mid-request leaves rotation, its calls finish on the other, and it rejoins once back", async () => {
     a.holding = true;
     b.holding = true;
+    // Each request runs its calls one at a time in its slot: one call of each in flight.
     const onA = post("state-1");
-    await waitFor(() => a.inflight === 2, "the first request on A");
+    await waitFor(() => a.inflight === 1, "the first request on A");
     const onB = post("state-2");
-    await waitFor(() => b.inflight === 2, "the second request on B");
+    await waitFor(() => b.inflight === 1, "the second request on B");
     const port = Number(new URL(urls[0] as string).port);
     await a.crash();
     a.holding = false;

@@ -305,8 +305,10 @@ describe("POST /v1/systemone", () => {
     h = await harness({ upstreamApiKey: "up-key" });
     expect((await decide(h, one)).status).toBe(200);
     expect((await request(h.app).get("/ready")).status).toBe(200);
-    // The model check before the decision, the call, and /ready's own check.
-    expect(h.fake.authorizations).toStrictEqual(["Bearer up-key", "Bearer up-key", "Bearer up-key"]);
+    // The model check before the decision, the start-up inspection (the model list again, three one-token
+    // calls), the call, and /ready's own check.
+    expect(h.fake.inspections).toHaveLength(3);
+    expect(h.fake.authorizations).toStrictEqual(Array(7).fill("Bearer up-key"));
   });
 
   it("accepts any bearer when no API key is configured", async () => {
@@ -466,25 +468,25 @@ describe("POST /v1/systemone", () => {
       ["in this process", false],
       ["shared through Redis", true],
     ])(
-      "calls that overflow llama.cpp's shared context together are retried alone once (limits %s)",
+      "calls of two requests that overflow llama.cpp's shared context together: the second is retried alone once (limits %s)",
       async (_mode, sharedRedis) => {
         h = await harness({ flavour: "llama", maxInflight: 2, sharedRedis });
         h.fake.script = script;
         // Room for one call of 100 prompt tokens at a time, as with `-c` shared by `--parallel` slots.
         h.fake.sharedContext = 150;
         h.fake.holding = true;
-        // then() sends the request now, while the test goes on.
-        const pending = decide(h, {
-          ...one,
-          questions: { urgent: body.questions.urgent, other: { type: "noul" } },
-        }).then((r) => r);
-        // The first call is held in flight; the second arrives beside it and gets the 500.
-        await waitFor(() => h.fake.calls === 2, "both calls to arrive");
+        // then() sends each request now, while the test goes on; each holds a slot of its own.
+        const first = decide(h, one).then((r) => r);
+        await waitFor(() => h.fake.calls === 1, "the first request's call to arrive");
+        const second = decide(h, { ...one, questions: { other: { type: "noul" } } }).then((r) => r);
+        // The second request's call arrives beside the held one and gets the 500.
+        await waitFor(() => h.fake.calls === 2, "the second request's call to arrive");
         h.fake.release();
-        const res = await pending;
-        expect(res.status).toBe(200);
-        expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+        const [a, b] = await Promise.all([first, second]);
+        expect([a.status, b.status]).toStrictEqual([200, 200]);
+        expect(a.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
         expect(h.fake.calls).toBe(3);
+        // The retry waited for every slot of the server: it arrived alone.
         expect(h.fake.concurrencyAtArrival).toStrictEqual([1, 2, 1]);
       },
     );
@@ -529,7 +531,9 @@ describe("POST /v1/systemone", () => {
       async (flavour) => {
         h = await harness({ allowNoLogprobs: true, maxInflight: 1, flavour });
         h.fake.script = script;
-        h.fake.faults = ["noLogprobs", "noLogprobs", "noLogprobs"];
+        // On llama.cpp a call without logprobs is asked once more (the UTF-8 piece case): that one has none
+        // either, on a server that never sends them.
+        h.fake.faults = Array(flavour === "llama" ? 6 : 3).fill("noLogprobs");
         const res = await decide(h);
         expect(res.status).toBe(200);
         expect(res.body.answers).toStrictEqual({
@@ -551,7 +555,7 @@ describe("POST /v1/systemone", () => {
       },
     );
 
-    it("an outcome absent from the alternatives gets an explicit share, is counted, and is logged once", async () => {
+    it("an outcome absent from the alternatives while the other is present gets an explicit share, is counted, and is logged once", async () => {
       const lines: { message: string; absent?: unknown }[] = [];
       const logger = createLogger({ service: "t", level: "warn" });
       logger.transports.forEach((t) => {
@@ -559,17 +563,51 @@ describe("POST /v1/systemone", () => {
       });
       logger.on("data", (info: { message: string; absent?: unknown }) => lines.push(info));
       h = await harness({ logger, flavour: "llama" });
-      h.fake.faults = ["junkOnly"];
-      h.fake.script = script;
-      const res = await decide(h, { ...one, questions: { ...one.questions, other: { type: "noul" } } });
+      // The model puts no probability on `false` for "sure": no reported alternative can begin it.
+      h.fake.script = (q) => (q.name === "sure" ? { true: 1, false: 0 } : script(q));
+      const res = await decide(h, { ...one, questions: { ...one.questions, sure: { type: "noul" } } });
       expect(res.status).toBe(200);
-      // No alternative begins either outcome of the first call: both get the same share of the bound.
-      const nouls = Object.values(res.body.answers).map((a) => (a as { noul: number }).noul);
-      expect(nouls).toContain(0.5);
-      expect(h.observer.absent).toBe(2);
+      // Half of the smallest reported probability: far below 1 - noul, never a made-up 0.5.
+      const sure = res.body.answers.sure.noul as number;
+      expect(sure).toBeGreaterThan(0.9);
+      expect(sure).toBeLessThan(1);
+      expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+      expect(h.observer.absent).toBe(1);
       const warned = lines.filter((l) => l.message.includes("absent"));
       expect(warned).toHaveLength(1);
-      expect(warned[0]?.absent).toHaveLength(1);
+      expect(warned[0]?.absent).toStrictEqual([{ question: "sure", outcomes: ["false"] }]);
+    });
+
+    it("alternatives that begin no outcome at all are malformed output: retried, and then 502 naming where the model put its probability, never a uniform answer", async () => {
+      h = await harness({ flavour: "llama", malformedRetries: 1 });
+      h.fake.script = script;
+      h.fake.faults = ["junkOnly"];
+      const recovered = await decide(h, one);
+      expect(recovered.status).toBe(200);
+      expect(recovered.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+      expect(h.observer.retries).toBe(1);
+      h.fake.faults = ["junkOnly", "junkOnly"];
+      const res = await decide(h, one);
+      expect(res.status).toBe(502);
+      expect(res.body).toStrictEqual({
+        error:
+          'inference backend returned malformed output 2 time(s); last: no reported alternative begins an outcome; the model put its probability on " \\"" (50.0 %), ":t" (25.0 %), "   " (12.5 %)',
+        code: "upstream_malformed",
+      });
+      expect(h.observer.absent).toBe(0);
+    });
+
+    it("on llama.cpp, a call whose sampled token was a piece of a UTF-8 character (no logprobs) is asked again with a grammar, and its raw alternatives read", async () => {
+      h = await harness({ flavour: "llama" });
+      h.fake.script = script;
+      h.fake.faults = ["piece"];
+      const res = await decide(h, one);
+      expect(res.status).toBe(200);
+      expect(res.body.answers.urgent.noul).toBeCloseTo(0.7, 12);
+      expect(h.fake.calls).toBe(2);
+      expect(h.fake.requests[0]?.grammar).toBeUndefined();
+      expect(h.fake.requests[1]?.grammar).toBe('root ::= [ \\t\\n\\r]* ("true" | "false") [^\\x00]*');
+      expect(h.observer.retries).toBe(0);
     });
   });
 });

@@ -2,17 +2,19 @@ import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contract
 import type { AppError, Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import { deciderError } from "../errors";
-import { AbortedError, LimiterUnavailableError, type Reservation, type UpstreamLimiter } from "../limiter";
+import type { Reservation, UpstreamLimiter } from "../limits/limiter";
+import { AbortedError, LimiterUnavailableError, type SlotLease } from "../limits/types";
 import { ACCEPTED_MODELS, servedModelName } from "../models";
 import type { DeciderObserver } from "../observer";
-import { renderPrompt } from "../prompt";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
-import { type ProbeResult, UpstreamError } from "../upstream/types";
+import { type Alternative, type ProbeRequest, type ProbeResult, UpstreamError } from "../upstream/types";
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
-import { type ProbeRequest, probeOf } from "./probe";
+import { probeOf } from "./probe";
+import { renderPrompt, renderState, stateFence } from "./prompt";
 import { outcomeOfToken, readOut, readScores } from "./readout";
+import { runInOrder } from "./schedule";
 
 export interface DeciderOptions {
   /** The model servers (or the embedded engine, a pool of one). */
@@ -78,16 +80,24 @@ interface RequestRun {
   usage: { input_tokens: number; output_tokens: number };
   /** Outcomes estimated from the bound because no reported alternative could begin them. */
   absent: { question: string; outcomes: string[] }[];
+  /** Prefers the slot that last held this request's state (a request about the same state reads it once). */
+  affinity: string;
+}
+
+/** One call to make: a part, its probe, and (once made) what it read. */
+interface Job {
+  part: Part;
+  probe: ProbeRequest;
+  result?: PartResult;
 }
 
 /**
- * Answers System One requests. It only orchestrates: the plan decides the prompts and rounds, each part is
- * probed once at the position where its value begins (probe.ts), the read-out turns the reported
+ * Answers System One requests. It only orchestrates: the plan decides the prompts and rounds, the request
+ * holds one slot of one model server for all of its calls (the limiter), each part is probed once at the
+ * position where its value begins (probe.ts) in the order schedule.ts gives, the read-out turns the reported
  * alternatives into a distribution (readout.ts), and answer.ts does the math.
  */
 export class Decider {
-  private averageCallMs = 1000;
-
   constructor(private readonly options: DeciderOptions) {}
 
   get servedModel(): string {
@@ -120,16 +130,16 @@ export class Decider {
     }
     const { limiter, pool } = this.options;
     // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
-    const server = pool.choose((id) => limiter.load(id)) ?? pool.servers[0];
+    const server = pool.choose((id) => limiter.load(id)) ?? (pool.servers[0] as (typeof pool.servers)[number]);
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
-      answer = await limiter.tryReserve(plan.callCount, server?.id);
+      answer = await limiter.tryReserve(plan.callCount, server.id);
     } catch (err) {
       throw limiterAppError(err);
     }
     if ("ahead" in answer) {
       this.options.observer.queueRejected();
-      const retryAfter = limiter.retryAfterSeconds(answer.ahead, this.averageCallMs, pool.servers.length);
+      const retryAfter = limiter.retryAfterSeconds(answer.ahead, pool.servers.length);
       throw deciderError("queue_full", `too many decisions queued; retry in ${retryAfter} s`, {
         headers: { "Retry-After": String(retryAfter) },
       });
@@ -150,20 +160,24 @@ export class Decider {
       timedOut: false,
       usage: { input_tokens: 0, output_tokens: 0 },
       absent: [],
+      affinity: stateFence(renderState(state)).open,
     };
     const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
-    // One deadline for the whole request: its queued calls, its calls and their retries together.
+    // One deadline for the whole request: its wait for a slot, its calls and their retries together.
     const deadline = setTimeout(() => {
       run.timedOut = true;
       run.controller.abort();
     }, this.options.timeoutSeconds * 1000);
     try {
-      const first = await this.askAll(run, state, plan.firstRound);
-      const second =
-        plan.splitChoices.length === 0
-          ? []
-          : await this.askAll(run, state, finalRound(plan, chunkDistributions(first)));
+      const first = jobsOf(state, plan.firstRound);
+      let second: Job[][] | undefined = plan.splitChoices.length === 0 ? [] : undefined;
+      await this.inSlot(run, async (lease) => {
+        await this.probeAll(run, lease, first);
+        // The final round needs the first round's chunk leaders: built once, in the same slot.
+        second ??= jobsOf(state, finalRound(plan, chunkDistributions(resultsOf(first))));
+        await this.probeAll(run, lease, second);
+      });
       if (run.absent.length > 0) {
         this.options.logger.warn("outcomes absent from the backend's reported alternatives were estimated", {
           share: "half of the smallest reported probability",
@@ -172,7 +186,7 @@ export class Decider {
       }
       return {
         model: this.servedModel,
-        answers: answersOf(plan, [...first, ...second], this.options.calibration),
+        answers: answersOf(plan, [...resultsOf(first), ...resultsOf(second ?? [])], this.options.calibration),
         usage: run.usage,
       };
     } catch (err) {
@@ -187,79 +201,69 @@ export class Decider {
     }
   }
 
-  /** Probes every part of every prompt, all at once through the limiter; the first failure stops the rest. */
-  private askAll(run: RequestRun, state: unknown, prompts: Part[][]): Promise<PartResult[]> {
-    const calls = prompts.flatMap((parts) => {
-      const shared = renderPrompt(state, parts);
-      return parts.map((part, i) =>
-        this.ask(run, probeOf(shared, part, i), part).catch((err: unknown) => {
-          run.controller.abort();
-          throw err;
-        }),
-      );
-    });
-    return Promise.all(calls);
-  }
-
   /**
-   * One part's call in a limiter slot. A shared-context overflow (calls that fit alone failing together)
-   * is tried once more with no other call running; if it still does not fit, the request is too long. A
-   * server that fails as a server fails is taken out of rotation and the call goes to another (failOver).
+   * Runs `work` holding a slot of the request's server, again after a failure that it survives: a
+   * shared-context overflow (calls of several requests that fit alone failing together) holds every slot
+   * of the server for the rest of the request; a server that fails as a server fails is taken out of
+   * rotation and the request moves to another (each server fails a request once). `work` skips what is done.
    */
-  private async ask(run: RequestRun, probe: ProbeRequest, part: Part): Promise<PartResult> {
+  private async inSlot(run: RequestRun, work: (lease: SlotLease) => Promise<void>): Promise<void> {
     const signal = run.controller.signal;
     const failed = new Set<string>();
+    let alone = false;
     for (;;) {
-      let server = run.reservation.server;
-      const attempt = (on: string) => {
-        server = on;
-        return this.attempts(run, on, probe, part);
-      };
+      const server = run.reservation.server;
       try {
-        try {
-          return await run.reservation.run(attempt, signal);
-        } catch (err) {
-          if (!(err instanceof UpstreamError && isSharedContextOverflow(err))) throw err;
-          this.options.logger.warn("calls running together exceeded the backend's shared context; retrying alone", {
-            question: part.question,
-          });
-          return await run.reservation.runAlone(attempt, signal);
-        }
+        await run.reservation.hold(work, signal, { alone, affinity: run.affinity });
+        return;
       } catch (err) {
+        if (!signal.aborted && !alone && err instanceof UpstreamError && isSharedContextOverflow(err)) {
+          this.options.logger.warn("calls running together exceeded the backend's shared context; retrying alone", {
+            server,
+          });
+          alone = true;
+          continue;
+        }
         if (!signal.aborted && this.failOver(run, server, err, failed)) continue;
-        throw this.clientError(err, part, server);
+        throw this.clientError(err, server);
       }
     }
   }
 
+  /** Probes the jobs not done yet, prompt by prompt, in the order the server's prefix cache wants. */
+  private probeAll(run: RequestRun, lease: SlotLease, prompts: Job[][]): Promise<void> {
+    const upstream = this.options.pool.get(lease.server).upstream;
+    const pending = prompts.map((jobs) => jobs.filter((job) => job.result === undefined));
+    return runInOrder(pending, upstream.prefixCache, async (job) => {
+      job.result = { part: job.part, distribution: await this.attempts(run, lease, job) };
+    });
+  }
+
   /**
-   * After a call failed on `server`: when the failure says the server cannot serve (pool.failed), takes it
-   * out of rotation and moves the request's remaining calls to the least loaded server this call has not
-   * failed on. Returns whether the call should run again (on the reservation's server, which a sibling call
-   * may have moved already). Bounded: each server fails a call at most once.
+   * After the request failed on `server`: when the failure says the server cannot serve (pool.failed), takes
+   * it out of rotation and moves the request to the least loaded server it has not failed on. Returns
+   * whether the request should go on there. Bounded: each server fails a request at most once.
    */
   private failOver(run: RequestRun, server: string, err: unknown, failed: Set<string>): boolean {
     const { pool, limiter, logger } = this.options;
     if (!pool.failed(server, err)) return false;
     failed.add(server);
-    if (run.reservation.server === server) {
-      const next = pool.choose((id) => limiter.load(id), failed);
-      if (next === undefined) return false;
-      logger.warn("model server failed; its request moves to another", {
-        from: server,
-        to: next.id,
-        failure: err instanceof UpstreamError ? err.failure : String(err),
-      });
-      run.reservation.moveTo(next.id);
-    }
-    return !failed.has(run.reservation.server);
+    const next = pool.choose((id) => limiter.load(id), failed);
+    if (next === undefined) return false;
+    logger.warn("model server failed; its request moves to another", {
+      from: server,
+      to: next.id,
+      failure: err instanceof UpstreamError ? err.failure : String(err),
+    });
+    run.reservation.moveTo(next.id);
+    return true;
   }
 
-  /** A call's failure as the client's error (the server's own text goes to the log only). */
-  private clientError(err: unknown, part: Part, server: string): unknown {
+  /** A failure as the client's error (the server's own text goes to the log only). */
+  private clientError(err: unknown, server: string): unknown {
     if (err instanceof UpstreamError) {
       if (err.failure.kind !== "aborted") {
-        this.options.logger.warn("upstream call failed", { question: part.question, server, failure: err.failure });
+        this.options.logger.warn("upstream call failed", { server, failure: err.failure });
       }
       return upstreamAppError(err, this.options.timeoutSeconds);
     }
@@ -267,43 +271,42 @@ export class Decider {
     return limiterAppError(err);
   }
 
-  /** The call and its malformed-response retries, all inside one limiter slot. */
-  private async attempts(run: RequestRun, server: string, probe: ProbeRequest, part: Part): Promise<PartResult> {
+  /** One part's call and its malformed-response retries, each a call of the lease. */
+  private async attempts(run: RequestRun, lease: SlotLease, job: Job): Promise<number[]> {
     const { pool, observer, logger, malformedRetries } = this.options;
-    const { upstream } = pool.get(server);
+    const { upstream } = pool.get(lease.server);
+    const { part, probe } = job;
     let reason = "";
     for (let attempt = 0; attempt <= malformedRetries; attempt++) {
       if (attempt > 0) observer.malformedRetry();
       const started = performance.now();
       let result: ProbeResult;
       try {
-        result = await upstream.probe(probe, run.controller.signal);
+        result = await lease.call(() => upstream.probe(probe, { signal: run.controller.signal, slot: lease.slot }));
       } catch (err) {
         const elapsed = performance.now() - started;
         if (err instanceof UpstreamError && err.failure.kind === "malformed") {
-          observer.upstreamCall(elapsed, "malformed", server);
+          observer.upstreamCall(elapsed, "malformed", lease.server);
           reason = err.failure.message;
-          logger.warn("malformed model response", { attempt: attempt + 1, reason });
+          logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
           continue;
         }
         const kind = err instanceof UpstreamError ? err.failure.kind : "error";
-        observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error", server);
+        observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error", lease.server);
         throw err;
       }
       const elapsed = performance.now() - started;
       run.usage.input_tokens += result.usage.input;
       run.usage.output_tokens += result.usage.output;
       observer.tokens(result.usage.input, result.usage.output);
-      const distribution = this.distribution(run, result, probe, part);
-      if (distribution !== undefined) {
-        observer.upstreamCall(elapsed, "ok", server);
-        this.averageCallMs = 0.8 * this.averageCallMs + 0.2 * elapsed;
-        return { part, distribution };
+      const read = this.distribution(run, result, probe, part);
+      if ("distribution" in read) {
+        observer.upstreamCall(elapsed, "ok", lease.server);
+        return read.distribution;
       }
-      observer.upstreamCall(elapsed, "malformed", server);
-      const emitted = result.scores === undefined ? (result.emitted?.token ?? null) : null;
-      reason = `the emitted token ${JSON.stringify(emitted)} begins no single outcome`;
-      logger.warn("malformed model response", { attempt: attempt + 1, reason });
+      observer.upstreamCall(elapsed, "malformed", lease.server);
+      reason = read.malformed;
+      logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
     }
     throw deciderError(
       "upstream_malformed",
@@ -313,28 +316,71 @@ export class Decider {
 
   /**
    * The part's distribution from the reported alternatives; without logprobs, from the emitted token alone
-   * when that is allowed (undefined when it begins no single outcome: a malformed answer).
+   * when that is allowed. Malformed (and never a made-up answer) when no reported alternative begins any
+   * outcome, or the emitted token begins no single outcome.
    */
-  private distribution(run: RequestRun, result: ProbeResult, probe: ProbeRequest, part: Part): number[] | undefined {
-    if (result.scores !== undefined) return readScores(result.scores);
+  private distribution(
+    run: RequestRun,
+    result: ProbeResult,
+    probe: ProbeRequest,
+    part: Part,
+  ): { distribution: number[] } | { malformed: string } {
+    if (result.scores !== undefined) return { distribution: readScores(result.scores) };
     // readOut is undefined for an empty list: alternatives asked for and none sent count as no logprobs.
     const read = result.alternatives === null ? undefined : readOut(result.alternatives, probe.reading);
     if (read !== undefined) {
+      if (read.absent.length === part.options.length) {
+        return { malformed: `no reported alternative begins an outcome; ${whereMassWent(result.alternatives ?? [])}` };
+      }
       if (read.absent.length > 0) {
         this.options.observer.absentOutcomes(read.absent.length);
         run.absent.push({ question: part.question, outcomes: read.absent.map((i) => part.options[i]?.label ?? "") });
       }
-      return read.distribution;
+      return { distribution: read.distribution };
     }
     if (!this.options.allowNoLogprobs) {
+      this.options.logger.warn("the model server returned no logprobs", {
+        question: part.question,
+        response: result.raw ?? "(alternatives: [])",
+      });
       throw deciderError(
         "no_logprobs",
         "inference backend returned no logprobs, so no probabilities can be read; use a server that reports top_logprobs, or set LOCALDECIDER_ALLOW_NO_LOGPROBS=true to accept answers from the emitted token alone (probability 1)",
       );
     }
     const emitted = result.emitted === null ? undefined : outcomeOfToken(result.emitted.token, probe.reading);
-    return emitted === undefined ? undefined : part.options.map((_, i) => (i === emitted ? 1 : 0));
+    if (emitted === undefined) {
+      return {
+        malformed: `the emitted token ${JSON.stringify(result.emitted?.token ?? null)} begins no single outcome`,
+      };
+    }
+    return { distribution: part.options.map((_, i) => (i === emitted ? 1 : 0)) };
   }
+}
+
+/** Each prompt's jobs: the prompt's shared messages rendered once, one probe per part. */
+function jobsOf(state: unknown, prompts: Part[][]): Job[][] {
+  return prompts.map((parts) => {
+    const shared = renderPrompt(state, parts);
+    return parts.map((part, i) => ({ part, probe: probeOf(shared, part, i) }));
+  });
+}
+
+function resultsOf(prompts: Job[][]): PartResult[] {
+  return prompts.flat().map((job) => job.result as PartResult);
+}
+
+/** What the model put its probability on, when no reported alternative begins an outcome: the top three. */
+function whereMassWent(alternatives: readonly Alternative[]): string {
+  const top = [...alternatives].sort((a, b) => b.logprob - a.logprob).slice(0, 3);
+  const shown = top.map((a) => {
+    const text =
+      a.token === "" && a.bytes !== undefined
+        ? `<${a.bytes.map((b) => `0x${b.toString(16)}`).join(" ")}>`
+        : JSON.stringify(a.token);
+    return `${text} (${(100 * Math.exp(a.logprob)).toFixed(1)} %)`;
+  });
+  return `the model put its probability on ${shown.join(", ")}`;
 }
 
 /** The shared limits' failure as the client's 503; any other error as it is. */

@@ -1,27 +1,5 @@
-import type { ChatMessage } from "../prompt";
+import type { ChatMessage, ProbeRequest, Reading } from "../upstream/types";
 import { answerKey, type Part } from "./plan";
-
-/**
- * How to read the next token after a probe's prefill: the JSON text each outcome code continues as
- * (`true`, `7`, or `B"` for a choice, whose opening quote is in the prefill) and whether JSON whitespace
- * may come first there (not inside a string).
- */
-export interface Reading {
-  literals: readonly string[];
-  whitespaceFirst: boolean;
-}
-
-/** One upstream call: the prompt's shared messages, then an assistant message prefilled up to one value. */
-export interface ProbeRequest {
-  messages: ChatMessage[];
-  /** How a server's reported alternatives are read (see readout.ts). */
-  reading: Reading;
-  /**
-   * Each outcome's text right after the prefill, as the model would write it (` true`, `7`, `B`): what an
-   * engine that scores outcomes exactly scores. Codes are prefix-free (one width), so no closing text is needed.
-   */
-  continuations: string[];
-}
 
 /**
  * The assistant prefill that ends exactly where the part's value begins, written as the model itself would

@@ -1,12 +1,4 @@
-import type { Reading } from "./probe";
-
-/** One token a server reported at the probed position, with its natural-log probability. */
-export interface Alternative {
-  token: string;
-  logprob: number;
-  /** The token's UTF-8 bytes when the server reports them (llama.cpp sends `token: ""` for partial UTF-8). */
-  bytes?: number[];
-}
+import type { Alternative, Reading } from "../upstream/types";
 
 /**
  * The share of the bound that an outcome absent from the reported alternatives gets. Such an outcome's

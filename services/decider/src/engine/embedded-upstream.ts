@@ -1,9 +1,14 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { Logger } from "@localdecider/service-kit";
-import type { ProbeRequest } from "../decide/probe";
 import type { Readiness, ReadinessProbe } from "../upstream/readiness";
-import { type ProbeResult, type Upstream, UpstreamError } from "../upstream/types";
+import {
+  type ProbeOptions,
+  type ProbeRequest,
+  type ProbeResult,
+  type Upstream,
+  UpstreamError,
+} from "../upstream/types";
 import { type DownloadOptions, downloadFile } from "./download";
 import { ContextOverflowError } from "./evaluate";
 import { type EngineInfo, type EngineOptions, LlamaEngine } from "./llama-engine";
@@ -42,6 +47,8 @@ export type EngineState =
 export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   /** Every outcome is scored, so a choice of any size is one probe. */
   readonly outcomesPerPart = Number.POSITIVE_INFINITY;
+  /** Each slot is a sequence of the context, which keeps what it evaluated last. */
+  readonly prefixCache = "slot";
   /** The state is in memory: decisions read it fresh every time. */
   readonly maxAgeMs = 0;
   private state: EngineState = { phase: "loading" };
@@ -165,14 +172,14 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     return { ready: false, message: this.stateText, modelMissing: true };
   }
 
-  async probe(request: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
+  async probe(request: ProbeRequest, { signal, slot }: ProbeOptions): Promise<ProbeResult> {
     if (this.state.phase !== "ready") {
       // The model gate refuses decisions before they get here; this is only a backstop.
       throw new UpstreamError({ kind: "http", status: 503, message: "the embedded model is not loaded" });
     }
     const { engine } = this.state;
     try {
-      const { scores, evaluated } = await engine.score(request.messages, request.continuations, signal);
+      const { scores, evaluated } = await engine.score(request.messages, request.continuations, signal, slot);
       return { scores, usage: { input: evaluated, output: 0 } };
     } catch (err) {
       if (signal.aborted) throw new UpstreamError({ kind: "aborted" });

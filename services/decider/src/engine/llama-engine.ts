@@ -1,5 +1,5 @@
 import path from "node:path";
-import type { ChatMessage } from "../prompt";
+import type { ChatMessage } from "../upstream/types";
 import { evaluateAfter, logNormaliser } from "./evaluate";
 import { importNodeLlamaCpp, type NodeLlamaCpp } from "./node-llama-cpp";
 import { SequencePool, sharedPrefix } from "./sequence-pool";
@@ -8,7 +8,7 @@ export interface EngineOptions {
   modelPath: string;
   /** LOCALDECIDER_GPU: `auto` lets node-llama-cpp pick CUDA, Vulkan or Metal when present; `cpu` never. */
   gpu: "auto" | "cpu";
-  /** Sequences of the one context: LOCALDECIDER_MAX_INFLIGHT, so every admitted call has one. */
+  /** Sequences of the one context: LOCALDECIDER_MAX_INFLIGHT, so every slot the limiter lends has one. */
   sequences: number;
   /** Tokens each sequence holds (LOCALDECIDER_CONTEXT_SIZE): the longest prompt one call can have. */
   contextSize: number;
@@ -103,7 +103,7 @@ export class LlamaEngine {
 
   /** Sequences lent now, the most lent at once since start, and how many calls had to wait for one. */
   get sequencesBusy(): { now: number; peak: number; waits: number } {
-    return { now: this.pool.busy, peak: this.pool.peak, waits: this.pool.waits };
+    return { now: this.pool.lent, peak: this.pool.peak, waits: this.pool.waits };
   }
 
   /** The tokens the model evaluates for these messages, the last one an open (prefilled) assistant message. */
@@ -142,6 +142,7 @@ export class LlamaEngine {
     messages: readonly ChatMessage[],
     continuations: readonly string[],
     signal: AbortSignal,
+    slot?: number,
   ): Promise<{ scores: number[]; evaluated: number }> {
     const rendered = this.render(messages);
     const full = continuations.map((c) => this.tokensOf(rendered, c));
@@ -152,7 +153,7 @@ export class LlamaEngine {
     const prefix = (full[0] as number[]).slice(0, shared);
     const pending: Pending[] = full.map((tokens, index) => ({ index, tail: tokens.slice(shared) }));
     const scores = continuations.map(() => 0);
-    const sequence = await this.pool.acquire(prefix);
+    const sequence = await this.pool.acquire(prefix, slot);
     try {
       const evaluated = await this.scoreAt(sequence, prefix, pending, scores, signal, true);
       return { scores, evaluated };

@@ -1,7 +1,7 @@
 import type { DeciderRoutes } from "@localdecider/contracts";
 import type { RouteHandler } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
-import type { UpstreamLimiter } from "../limiter";
+import type { UpstreamLimiter } from "../limits/limiter";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
 

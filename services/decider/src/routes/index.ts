@@ -1,7 +1,7 @@
 import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts";
 import type { RouteHandlers } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
-import type { UpstreamLimiter } from "../limiter";
+import type { UpstreamLimiter } from "../limits/limiter";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
 import { health, ready } from "./health";

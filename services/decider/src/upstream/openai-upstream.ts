@@ -1,7 +1,15 @@
 import OpenAI from "openai";
-import type { ProbeRequest } from "../decide/probe";
-import type { Alternative } from "../decide/readout";
-import { type ProbeResult, rootCauseMessage, type Upstream, UpstreamError } from "./types";
+import { type ServerProfile, UNKNOWN_SERVER } from "./server-profile";
+import {
+  type Alternative,
+  type ProbeOptions,
+  type ProbeRequest,
+  type ProbeResult,
+  type Reading,
+  rootCauseMessage,
+  type Upstream,
+  UpstreamError,
+} from "./types";
 
 /** `top_logprobs` asked for: the most OpenAI, vLLM (default max_logprobs) and Ollama accept. */
 export const TOP_LOGPROBS = 20;
@@ -14,14 +22,20 @@ export interface OpenAIUpstreamOptions {
   timeoutMs: number;
 }
 
-type ChatBody = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming;
+export type ChatBody = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming & Record<string, unknown>;
+export type Completion = OpenAI.Chat.Completions.ChatCompletion;
 
 /**
  * The upstream through the official `openai` client, with its own retries off and the timeout explicit.
  * Each probe asks for one token after the prefilled assistant message and reads the reported alternatives.
+ * What it sends beyond OpenAI's fields depends on the server's kind (its profile, read once by
+ * ServerCheck): llama.cpp gets the request's slot (`id_slot`), servers that take them get
+ * `chat_template_kwargs` that turn a thinking template's thinking off.
  */
 export class OpenAIUpstream implements Upstream {
   private readonly client: OpenAI;
+  /** What kind of server answers (UNKNOWN_SERVER until ServerCheck has asked it). */
+  profile: ServerProfile = UNKNOWN_SERVER;
 
   constructor(private readonly options: OpenAIUpstreamOptions) {
     this.client = new OpenAI({
@@ -38,14 +52,20 @@ export class OpenAIUpstream implements Upstream {
     });
   }
 
-  async probe(request: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
-    // Our own timer decides what a timeout is: the client's own timeout surfaces as a generic connection
-    // error wherever the abort reason is not an Error of this realm (e.g. under Jest).
-    const timer = AbortSignal.timeout(this.options.timeoutMs);
-    const body: ChatBody & Record<string, unknown> = {
+  get prefixCache(): "slot" | "shared" {
+    return this.profile.prefixCache;
+  }
+
+  /** The chat body of a probe: one token after the prefill, its top alternatives, on the request's slot. */
+  body(
+    messages: ProbeRequest["messages"],
+    options: { slot?: number | undefined; temperature?: number } = {},
+  ): ChatBody {
+    const { kind, templateKwargs } = this.profile;
+    return {
       model: this.options.model,
-      messages: request.messages,
-      temperature: 0,
+      messages,
+      temperature: options.temperature ?? 0,
       max_tokens: 1,
       logprobs: true,
       top_logprobs: TOP_LOGPROBS,
@@ -54,12 +74,35 @@ export class OpenAIUpstream implements Upstream {
       // default and ignores them.
       continue_final_message: true,
       add_generation_prompt: false,
+      // A thinking template (Qwen3 and others) would otherwise open a think block before the answer.
+      ...(templateKwargs ? { chat_template_kwargs: { enable_thinking: false } } : {}),
+      ...(kind === "llama.cpp" && options.slot !== undefined ? { id_slot: options.slot } : {}),
     };
-    let response: OpenAI.Chat.Completions.ChatCompletion;
+  }
+
+  async probe(request: ProbeRequest, options: ProbeOptions): Promise<ProbeResult> {
+    const response = await this.ask(this.body(request.messages, options), request.reading, options.signal);
+    return resultOf(response, request);
+  }
+
+  /** One probe's call as `body` says; on llama.cpp, again with a grammar when its token was a UTF-8 piece. */
+  async ask(body: ChatBody, reading: Reading, signal: AbortSignal): Promise<Completion> {
+    const response = await this.complete(body, signal);
+    if (this.profile.kind !== "llama.cpp" || !noLogprobsForAPiece(response)) return response;
+    // llama-server drops the logprobs of a sampled token that is only part of a UTF-8 character (it waits
+    // for the rest, which max_tokens 1 never brings). Asked again with the sampled token held to the
+    // outcomes' texts by a grammar; the reported alternatives are the raw distribution either way.
+    return this.complete({ ...body, grammar: outcomesGrammar(reading) }, signal);
+  }
+
+  /** One chat call with our own timeout; a kept-alive connection cut as it went out is tried once more. */
+  async complete(body: ChatBody, signal: AbortSignal): Promise<Completion> {
+    // Our own timer decides what a timeout is: the client's own timeout surfaces as a generic connection
+    // error wherever the abort reason is not an Error of this realm (e.g. under Jest).
+    const timer = AbortSignal.timeout(this.options.timeoutMs);
     for (let attempt = 0; ; attempt++) {
       try {
-        response = await this.client.chat.completions.create(body, { signal: AbortSignal.any([signal, timer]) });
-        break;
+        return await this.client.chat.completions.create(body, { signal: AbortSignal.any([signal, timer]) });
       } catch (err) {
         if (timer.aborted && !signal.aborted) throw new UpstreamError({ kind: "timeout" });
         const failure = toUpstreamError(err);
@@ -70,19 +113,48 @@ export class OpenAIUpstream implements Upstream {
         throw failure;
       }
     }
-    const choice = response.choices?.[0];
-    if (choice === undefined) throw new UpstreamError({ kind: "malformed", message: "the response has no choice" });
-    const first = choice.logprobs?.content?.[0];
-    const usage = response.usage as
-      | (OpenAI.CompletionUsage & { prompt_tokens_details?: { cached_tokens?: number } })
-      | undefined;
-    const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
-    return {
-      alternatives: first === undefined ? null : (first.top_logprobs ?? []).map(alternative),
-      emitted: first === undefined ? emittedText(choice.message?.content, request) : alternative(first),
-      usage: { input: Math.max(0, (usage?.prompt_tokens ?? 0) - cached), output: usage?.completion_tokens ?? 0 },
-    };
   }
+}
+
+/** The probe's result from a completion: the first position's alternatives, the emitted token, the usage. */
+function resultOf(response: Completion, request: ProbeRequest): ProbeResult {
+  const choice = response.choices?.[0];
+  if (choice === undefined) throw new UpstreamError({ kind: "malformed", message: "the response has no choice" });
+  const first = choice.logprobs?.content?.[0];
+  const usage = response.usage as
+    | (OpenAI.CompletionUsage & { prompt_tokens_details?: { cached_tokens?: number } })
+    | undefined;
+  const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
+  return {
+    alternatives: first === undefined ? null : (first.top_logprobs ?? []).map(alternative),
+    emitted: first === undefined ? emittedText(choice.message?.content, request) : alternative(first),
+    usage: { input: Math.max(0, (usage?.prompt_tokens ?? 0) - cached), output: usage?.completion_tokens ?? 0 },
+    ...(first === undefined ? { raw: truncated(JSON.stringify(response)) } : {}),
+  };
+}
+
+/** llama.cpp's answer when the one token it sampled is a piece of a UTF-8 character: no logprobs at all. */
+function noLogprobsForAPiece(response: Completion): boolean {
+  const choice = response.choices?.[0];
+  return (
+    choice !== undefined &&
+    (choice.logprobs?.content ?? []).length === 0 &&
+    choice.finish_reason === "length" &&
+    response.usage?.completion_tokens === 1
+  );
+}
+
+/**
+ * A GBNF grammar whose first token can only begin one of the reading's outcome texts (after JSON
+ * whitespace where allowed): the sampled token is then whole text, and llama-server reports its logprobs.
+ */
+export function outcomesGrammar(reading: Reading): string {
+  const literals = reading.literals.map((l) => JSON.stringify(l)).join(" | ");
+  return `root ::= ${reading.whitespaceFirst ? "[ \\t\\n\\r]* " : ""}(${literals}) [^\\x00]*`;
+}
+
+function truncated(text: string, max = 2000): string {
+  return text.length <= max ? text : `${text.slice(0, max)}... (${text.length} characters)`;
 }
 
 function alternative(t: { token: string; logprob: number; bytes?: number[] | null }): Alternative {

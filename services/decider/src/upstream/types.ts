@@ -1,5 +1,49 @@
-import type { ProbeRequest } from "../decide/probe";
-import type { Alternative } from "../decide/readout";
+/**
+ * The upstream port: what the decider asks of a model (a model server, or the embedded engine) and what it
+ * gets back. decide/ and upstream/ both import these; nothing here imports either.
+ */
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+/**
+ * How to read the next token after a probe's prefill: the JSON text each outcome code continues as
+ * (`true`, `7`, or `B"` for a choice, whose opening quote is in the prefill) and whether JSON whitespace
+ * may come first there (not inside a string).
+ */
+export interface Reading {
+  literals: readonly string[];
+  whitespaceFirst: boolean;
+}
+
+/** One upstream call: the prompt's shared messages, then an assistant message prefilled up to one value. */
+export interface ProbeRequest {
+  messages: ChatMessage[];
+  /** How a server's reported alternatives are read (see decide/readout.ts). */
+  reading: Reading;
+  /**
+   * Each outcome's text right after the prefill, as the model would write it (` true`, `7`, `B`): what an
+   * engine that scores outcomes exactly scores. Codes are prefix-free (one width), so no closing text is needed.
+   */
+  continuations: string[];
+}
+
+/** One token a server reported at the probed position, with its natural-log probability. */
+export interface Alternative {
+  token: string;
+  logprob: number;
+  /** The token's UTF-8 bytes when the server reports them (llama.cpp sends `token: ""` for partial UTF-8). */
+  bytes?: number[];
+}
+
+/** Where a call runs: the request's signal, and the slot of the server it holds (see limits/types.ts). */
+export interface ProbeOptions {
+  signal: AbortSignal;
+  /** The slot's number, to keep every call of a request on one slot; undefined: the server chooses. */
+  slot: number | undefined;
+}
 
 /** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
 export interface ProbeUsage {
@@ -14,6 +58,8 @@ export interface AlternativesResult {
   /** The one token the backend emitted there (at temperature 0, its most likely), if it sent one. */
   emitted: Alternative | null;
   usage: ProbeUsage;
+  /** The server's whole answer (truncated) when it sent no logprobs: for the log. */
+  raw?: string;
   scores?: undefined;
 }
 
@@ -36,7 +82,13 @@ export interface Upstream {
    * 20; an engine that scores each outcome has no limit. Unset means 20.
    */
   readonly outcomesPerPart?: number;
-  probe(request: ProbeRequest, signal: AbortSignal): Promise<ProbeResult>;
+  /**
+   * How a request's calls should run in its slot: `slot` (a prompt cache per slot: one call at a time, so
+   * each reuses what the one before evaluated) or `shared` (a prefix cache shared by every sequence, as
+   * vLLM's and SGLang's: the first call of each prompt alone, then the rest of that prompt at once).
+   */
+  readonly prefixCache: "slot" | "shared";
+  probe(request: ProbeRequest, options: ProbeOptions): Promise<ProbeResult>;
 }
 
 /** How an upstream call failed, in terms the HTTP layer maps to statuses. */

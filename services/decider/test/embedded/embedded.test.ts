@@ -4,9 +4,8 @@ import type { Question } from "@localdecider/contracts";
 import { serve } from "@localdecider/service-kit";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";
-import type { ProbeRequest } from "../../src/decide/probe";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
-import type { ProbeResult, Upstream } from "../../src/upstream/types";
+import type { ProbeOptions, ProbeRequest, ProbeResult, Upstream } from "../../src/upstream/types";
 import { ANSWER_MODEL } from "../engine/answer-model";
 import { openEngine, type TinyEngine } from "../engine/engine";
 import { renderChatML } from "../engine/engine-upstream";
@@ -110,18 +109,26 @@ describe("the embedded engine", () => {
     await expectExact(questions, res.body.answers);
   });
 
-  it("runs at most MAX_INFLIGHT calls at once, one per sequence, and evaluates the shared prompt once per sequence", async () => {
-    const questions = Object.fromEntries(
-      Array.from({ length: 16 }, (_, i) => [`q${i}`, { type: "noul", instructions: `Is ${i} odd?` } as Question]),
-    );
-    const res = await decide(d.app, questions);
+  it("runs a request's calls in one sequence, evaluating the shared prompt once; two requests at once use both sequences", async () => {
+    const sixteen = (prefix: string) =>
+      Object.fromEntries(
+        Array.from({ length: 16 }, (_, i) => [
+          `${prefix}${i}`,
+          { type: "noul", instructions: `Is ${i} odd?` } as Question,
+        ]),
+      );
+    const res = await decide(d.app, sixteen("q"));
     expect(res.status).toBe(200);
-    const busy = embedded.sequencesBusy;
-    // The limiter admits 2 calls at once and the context has 2 sequences: both were used, no call waited.
-    expect(busy).toMatchObject({ now: 0, peak: 2, waits: 0 });
-    // 16 probes of one prompt: each sequence evaluates the prompt once, then a few tokens per probe.
+    // One request holds one slot: its calls ran one at a time in the sequence of that slot.
+    expect(embedded.sequencesBusy).toMatchObject({ now: 0, peak: 1, waits: 0 });
+    // 16 probes of one prompt: the prompt is evaluated once, then a few tokens per probe.
     const promptTokens = engine.tokenize(renderChatML((recorder.probes[0] as ProbeRequest).messages)).length;
-    expect(res.body.usage.input_tokens).toBeLessThan(2 * promptTokens + 16 * 20);
+    expect(res.body.usage.input_tokens).toBeLessThan(promptTokens + 16 * 20);
+    expect(new Set(recorder.probes.map((p) => recorder.slots.get(p)))).toStrictEqual(new Set([0]));
+    // The limiter admits 2 requests at once and the context has 2 sequences: both are used, no call waits.
+    const both = await Promise.all([decide(d.app, sixteen("a")), decide(d.app, sixteen("b"))]);
+    expect(both.map((r) => r.status)).toStrictEqual([200, 200]);
+    expect(embedded.sequencesBusy).toMatchObject({ now: 0, peak: 2, waits: 0 });
   });
 
   it("stops a request's remaining calls when its client disconnects", async () => {
@@ -130,10 +137,11 @@ describe("the embedded engine", () => {
     let finished = 0;
     const cancelling: Upstream = {
       outcomesPerPart: embedded.outcomesPerPart,
-      async probe(probe: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
+      prefixCache: embedded.prefixCache,
+      async probe(probe: ProbeRequest, options: ProbeOptions): Promise<ProbeResult> {
         started += 1;
         try {
-          return await embedded.probe(probe, signal);
+          return await embedded.probe(probe, options);
         } finally {
           finished += 1;
           if (finished === 1) client.abort();

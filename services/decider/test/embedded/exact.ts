@@ -1,5 +1,5 @@
 import type { Question } from "@localdecider/contracts";
-import type { ProbeRequest } from "../../src/decide/probe";
+import type { ProbeRequest } from "../../src/upstream/types";
 import type { TinyEngine } from "../engine/engine";
 import { renderChatML } from "../engine/engine-upstream";
 import { sum } from "../helpers";

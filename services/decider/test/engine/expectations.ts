@@ -1,6 +1,5 @@
 import type { Question } from "@localdecider/contracts";
-import type { ProbeRequest, Reading } from "../../src/decide/probe";
-import type { ProbeResult, Upstream } from "../../src/upstream/types";
+import type { ProbeOptions, ProbeRequest, ProbeResult, Reading, Upstream } from "../../src/upstream/types";
 import { FakeUpstream } from "../fake-upstream/server";
 import { sum } from "../helpers";
 import type { TinyEngine } from "./engine";
@@ -78,12 +77,18 @@ export class RecordingUpstream implements Upstream {
   /** The token each probe's server emitted (greedy), by probe. */
   emitted = new Map<ProbeRequest, string | undefined>();
   constructor(private readonly inner: Upstream) {}
+  /** The slot each probe named, by probe. */
+  slots = new Map<ProbeRequest, number | undefined>();
   get outcomesPerPart(): number | undefined {
     return this.inner.outcomesPerPart;
   }
-  async probe(req: ProbeRequest, signal: AbortSignal): Promise<ProbeResult> {
+  get prefixCache(): Upstream["prefixCache"] {
+    return this.inner.prefixCache;
+  }
+  async probe(req: ProbeRequest, options: ProbeOptions): Promise<ProbeResult> {
     this.probes.push(req);
-    const result = await this.inner.probe(req, signal);
+    this.slots.set(req, options.slot);
+    const result = await this.inner.probe(req, options);
     this.emitted.set(req, result.scores === undefined ? result.emitted?.token : undefined);
     return result;
   }

@@ -212,7 +212,9 @@ function loadQwen25Vocab(): Vocab {
 function resolveBias(vocab: Vocab, bias: Readonly<Record<string, number>>): Map<number, number> {
   const out = new Map<number, number>();
   for (const [text, offset] of Object.entries(bias)) {
-    const id = vocab.ids.get(toByteLevel(text));
+    // `vocab:<entry>` names a vocabulary entry as spelled there (a lone byte such as `vocab:ä`, 0xE4: the
+    // first byte of a three-byte character, which no JS string's UTF-8 can be).
+    const id = vocab.ids.get(text.startsWith("vocab:") ? text.slice("vocab:".length) : toByteLevel(text));
     if (id === undefined) throw new Error(`bias text ${JSON.stringify(text)} is not a single token of the vocabulary`);
     out.set(id, offset);
   }

@@ -24,6 +24,11 @@ export type Fault =
   | "noLogprobs"
   /** Alternatives of which none can begin an outcome (every outcome absent). */
   | "junkOnly"
+  /**
+   * llama-server when the token it sampled is a piece of a UTF-8 character: no logprobs at all, the prefill
+   * unchanged, one token decoded (seen on b10573). A call with a `grammar` is answered normally.
+   */
+  | "piece"
   | "drop"
   | "contextTooLong"
   /** llama.cpp's 500 for calls that overflowed the shared context together. */
@@ -85,13 +90,22 @@ export class FakeUpstream {
   holding = false;
   /** Milliseconds each chat call takes before it answers (benchmarks: a model server of fixed speed). */
   latencyMs = 0;
-  /** Prompt tokens per call; the llama flavour reports all but 10 as cached when it saw the prefix before. */
+  /** Prompt tokens per call; all but 10 are reported as cached when the call finds its prefix cached. */
   promptTokens = 100;
   /**
    * llama flavour: the context (in prompt tokens) that calls running at once share, like llama-server's
    * `-c` over its slots. A call that overflows it together with the calls in flight gets the 500.
    */
   sharedContext: number | undefined;
+
+  /** llama flavour: the slots `/props` reports (`total_slots`). */
+  slots = 2;
+  /** Whether a prefilled assistant message is continued (else closed, with a new turn opened after it). */
+  continuesPrefill = true;
+  /** Whether top_logprobs are the raw distribution (else they change with the temperature, as post-sampling ones). */
+  rawLogprobs = true;
+  /** The decider's start-up inspection calls (kept apart from `calls` and `requests`, which are probes). */
+  inspections: Record<string, unknown>[] = [];
 
   calls = 0;
   inflight = 0;
@@ -110,7 +124,9 @@ export class FakeUpstream {
 
   private server: Server | undefined;
   private waiters: (() => void)[] = [];
+  /** Prompt prefixes seen: every one (a shared prefix cache), or per slot (llama flavour, `id_slot`). */
   private prefixes = new Set<string>();
+  private slotPrefixes = new Map<number, string>();
   private inflightTokens = 0;
 
   constructor(options: { flavour?: Flavour; models?: string[] } = {}) {
@@ -157,11 +173,18 @@ export class FakeUpstream {
       if (this.modelsStatus !== 200) return send(res, this.modelsStatus, { error: "not found" });
       return send(res, 200, this.modelList());
     }
+    if (req.method === "GET" && url === "/props" && this.flavour === "llama") {
+      return send(res, 200, { total_slots: this.slots, build_info: "b10573-fake" });
+    }
     if (req.method !== "POST" || url !== "/v1/chat/completions") return send(res, 404, { error: "no route" });
     const started = performance.now();
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>;
+    if (FakeUpstream.isInspection(body)) {
+      this.inspections.push(body);
+      return send(res, 200, this.inspect(body));
+    }
     this.requests.push(body);
     this.calls += 1;
     this.inflight += 1;
@@ -220,8 +243,50 @@ export class FakeUpstream {
     this.busy.push([started, performance.now()]);
   }
 
+  /** The decider's start-up inspection (server-check.ts), told by its own system message. */
+  static isInspection(body: Record<string, unknown>): boolean {
+    const messages = body.messages as { role: string; content: string }[];
+    return messages[0]?.content === "You answer with one JSON object.";
+  }
+
+  /**
+   * The inspection's answers: prompt tokens that grow by one with the one-character prefill (or by six, when
+   * the prefill is closed and a new turn opened), and alternatives for the next token that are the same at
+   * every temperature (or, not raw, sharpened by it as a post-sampling report would be).
+   */
+  private inspect(body: Record<string, unknown>): unknown {
+    const messages = body.messages as { role: string; content: string }[];
+    const prefilled = messages[messages.length - 1]?.role === "assistant";
+    const promptTokens = 30 + (prefilled ? (this.continuesPrefill ? 1 : 6) : 0);
+    const temperature = Number(body.temperature ?? 1);
+    const scale = this.rawLogprobs ? 1 : 1 / Math.max(temperature, 0.01);
+    const alts = [
+      { token: '"', p: 0.7 },
+      { token: ' "', p: 0.2 },
+      { token: "\n", p: 0.1 },
+    ].map((a) => ({ token: a.token, logprob: scale * Math.log(a.p), bytes: [...Buffer.from(a.token)] }));
+    const first = alts[0] as (typeof alts)[number];
+    return {
+      id: "chatcmpl-fake-inspection",
+      object: "chat.completion",
+      created: 0,
+      model: body.model,
+      choices: [
+        {
+          index: 0,
+          message: { role: "assistant", content: first.token },
+          finish_reason: "length",
+          logprobs: { content: [{ ...first, top_logprobs: alts }] },
+        },
+      ],
+      usage: { prompt_tokens: promptTokens, completion_tokens: 1, total_tokens: promptTokens + 1 },
+    };
+  }
+
   private modelList(): unknown {
-    const data = this.models.map((id) => ({ id, object: "model", created: 0, owned_by: this.flavour }));
+    // Each server names itself in owned_by; Ollama's is "library" for its own models.
+    const owner = this.flavour === "ollama" ? "library" : this.flavour;
+    const data = this.models.map((id) => ({ id, object: "model", created: 0, owned_by: owner }));
     if (this.flavour !== "llama") return { object: "list", data };
     // llama-server (recording 0022) lists the loaded file in an Ollama-style array and an OpenAI one.
     return {
@@ -344,11 +409,29 @@ export class FakeUpstream {
     const topN = Math.min(Number(body.top_logprobs ?? 0), 20);
     const emitted = positive[0] ?? { token: "", p: 1 };
     const entry = (a: Alt) => ({ token: a.token, logprob: Math.log(a.p), bytes: a.bytes ?? [...Buffer.from(a.token)] });
+    // The prompt's shared prefix is cached per slot on llama.cpp (the slot the call names, or none), and for
+    // every sequence on vLLM; a call that finds it cached reports all but its last 10 tokens as cached.
     const prefix = JSON.stringify((body.messages as unknown[]).slice(0, -1));
-    const cached = this.flavour === "llama" && this.prefixes.has(prefix) ? this.promptTokens - 10 : 0;
+    const slot = typeof body.id_slot === "number" ? body.id_slot % this.slots : undefined;
+    const seen =
+      this.flavour === "llama"
+        ? slot !== undefined && this.slotPrefixes.get(slot) === prefix
+        : this.prefixes.has(prefix);
+    const cached = seen ? this.promptTokens - 10 : 0;
     this.prefixes.add(prefix);
+    if (slot !== undefined) this.slotPrefixes.set(slot, prefix);
     if (fault === "malformed")
       return { id: "chatcmpl-fake", object: "chat.completion", created: 0, model: body.model, choices: [] };
+    if (fault === "piece" && body.grammar === undefined) {
+      return {
+        id: "chatcmpl-fake",
+        object: "chat.completion",
+        created: 0,
+        model: body.model,
+        choices: [{ index: 0, message: { role: "assistant", content: lastContent(body) }, finish_reason: "length" }],
+        usage: { prompt_tokens: this.promptTokens, completion_tokens: 1, total_tokens: this.promptTokens + 1 },
+      };
+    }
     return {
       id: "chatcmpl-fake",
       object: "chat.completion",

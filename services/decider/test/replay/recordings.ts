@@ -1,7 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import type { Reading } from "../../src/decide/probe";
-import type { Alternative } from "../../src/decide/readout";
+import type { Alternative, Reading } from "../../src/upstream/types";
 
 /**
  * The recordings of a real llama-server (b10573) kept with the tests that read them

@@ -179,6 +179,16 @@ export async function sharedTotals(url: string, prefix: string): Promise<{ queue
   }
 }
 
+/** The slot numbers Redis holds as pinned under a prefix: `<server> <slot>`, sorted. */
+export async function sharedPins(url: string, prefix: string): Promise<string[]> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    return (await redis.hkeys(`${prefix}pins`)).sort();
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** `count` replicas with the same environment (env()), each ready to admit work. */
 export async function startReplicas(
   count: number,

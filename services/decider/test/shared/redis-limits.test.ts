@@ -1,8 +1,8 @@
 import { createLogger } from "@localdecider/service-kit";
-import { LimiterUnavailableError } from "../../src/limiter";
-import { RedisLimits, type RedisLimitsOptions } from "../../src/redis-limits";
+import { RedisLimits, type RedisLimitsOptions } from "../../src/limits/redis-limits";
+import { LimiterUnavailableError } from "../../src/limits/types";
 import { MACHINE_REDIS } from "../helpers";
-import { freePort, sharedTotals, testPrefix } from "./processes";
+import { freePort, sharedPins, sharedTotals, testPrefix } from "./processes";
 
 /** RedisLimits of two "replicas" in one process, against the machine's Redis, each test under its own prefix. */
 
@@ -58,14 +58,16 @@ const prefixOf = (limits: RedisLimits) => (limits as unknown as { options: Redis
 /** What Redis holds for all replicas under a prefix: queued calls and running slots (all on SERVER here). */
 const totals = (prefix: string) => sharedTotals(MACHINE_REDIS, prefix);
 
-/** Asks `limits` for slots of SERVER: one, outside the queue, not alone, never cancelled, unless told. */
-function slot(
-  limits: RedisLimits,
-  options: { weight?: number; fromQueue?: boolean; alone?: boolean; signal?: AbortSignal } = {},
-): Promise<void> {
-  const { weight = 1, fromQueue = false, alone = false } = options;
-  return limits.acquire(weight, { server: SERVER, fromQueue, alone, signal: options.signal ?? signal() });
+/** Asks `limits` for a slot of SERVER (or every slot, alone), never cancelled unless told; its number. */
+function slot(limits: RedisLimits, options: { alone?: boolean; signal?: AbortSignal } = {}): Promise<number> {
+  return limits.acquire({ server: SERVER, alone: options.alone ?? false, signal: options.signal ?? signal() });
 }
+
+const beat = (limits: RedisLimits) => (limits as unknown as { beat(): Promise<void> }).beat();
+
+/** The slot numbers Redis holds as pinned on SERVER. */
+const pins = async (prefix: string) =>
+  (await sharedPins(MACHINE_REDIS, prefix)).map((field) => Number(field.slice(SERVER.length + 1)));
 
 afterEach(async () => {
   await Promise.all(opened.map((l) => l.close()));
@@ -82,29 +84,31 @@ describe("RedisLimits", () => {
     expect(answers.find((x) => !x.ok)).toStrictEqual({ ok: false, ahead: 10 });
     // Handing calls back makes room again, for either replica.
     a.unreserve(5);
-    expect(await b.reserve(5)).toStrictEqual({ ok: true, started: 0 });
+    expect(await b.reserve(5)).toStrictEqual({ ok: true, slot: undefined });
     expect((await a.reserve(1)).ok).toBe(false);
   });
 
-  it("a reservation may start its first calls in the same step, with only the slots free across replicas", async () => {
+  it("a reservation may take its slot in the same step, numbered apart from every slot held across replicas", async () => {
     const [a, b] = await replicas(2, { maxInflight: 2, maxQueue: 10 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
-    await slot(a);
-    // One slot of two is taken by A: B's reservation of three calls starts one and queues two.
-    expect(await b.reserve(3, { server: SERVER, slots: 2 })).toStrictEqual({ ok: true, started: 1 });
-    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 2, running: 2 });
-    // Without a free slot nothing starts, and a reservation that overflows the queue starts nothing either.
-    expect(await a.reserve(1, { server: SERVER, slots: 1 })).toStrictEqual({ ok: true, started: 0 });
-    expect(await a.reserve(8, { server: SERVER, slots: 2 })).toStrictEqual({ ok: false, ahead: 5 });
-    // What each holds survives a heartbeat: Redis is set to the same counts.
-    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
+    expect(await slot(a)).toBe(0);
+    // One slot of two is taken by A: B's reservation of three calls takes the other, numbered 1.
+    expect(await b.reserve(3, { server: SERVER })).toStrictEqual({ ok: true, slot: 1 });
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 3, running: 2 });
-    a.release(SERVER, 1);
-    b.release(SERVER, 1);
-    a.unreserve(1);
-    b.unreserve(2);
-    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
+    expect(await pins(prefixOf(a))).toStrictEqual([0, 1]);
+    // Without a free slot none is taken, and a reservation that overflows the queue takes none either.
+    expect(await a.reserve(1, { server: SERVER })).toStrictEqual({ ok: true, slot: undefined });
+    expect(await a.reserve(7, { server: SERVER })).toStrictEqual({ ok: false, ahead: 6 });
+    // What each holds survives a heartbeat: Redis is set to the same counts and pins.
+    await Promise.all([a, b].map(beat));
+    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 4, running: 2 });
+    expect(await pins(prefixOf(a))).toStrictEqual([0, 1]);
+    // A request's last slot hands its queued calls back in the same step.
+    a.release(SERVER, 0, 1);
+    b.release(SERVER, 1, 3);
+    await Promise.all([a, b].map(beat));
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 0 });
+    expect(await pins(prefixOf(a))).toStrictEqual([]);
   });
 
   it("a heartbeat sent while an ask for a slot is unanswered leaves no slot held by nobody once the ask is refused", async () => {
@@ -114,43 +118,36 @@ describe("RedisLimits", () => {
     const controller = new AbortController();
     const waiting = slot(b, { signal: controller.signal });
     // Sent right behind the ask, so Redis runs it after the refusal, with the ask counted as taken.
-    await (b as unknown as { beat(): Promise<void> }).beat();
+    await beat(b);
     let held = await totals(prefixOf(a));
     for (let i = 0; i < 100 && held.running !== 1; i++) {
       await new Promise((r) => setTimeout(r, 10));
       held = await totals(prefixOf(a));
     }
     expect(held).toStrictEqual({ queued: 0, running: 1 });
-    // The waiting ask still gets the slot once A frees it.
-    a.release(SERVER, 1);
-    await waiting;
+    // The waiting ask still gets the slot once A frees it, with the number A had.
+    a.release(SERVER, 0, 0);
+    expect(await waiting).toBe(0);
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
-    b.release(SERVER, 1);
+    b.release(SERVER, 0, 0);
     controller.abort();
   });
 
-  it("a call moves from the queue to a running slot in one step, and Redis holds what each replica counts", async () => {
-    const [a, b] = await replicas(2, { maxInflight: 1, maxQueue: 3 });
-    if (a === undefined || b === undefined) throw new Error("two replicas");
-    expect(await a.reserve(2)).toStrictEqual({ ok: true, started: 0 });
-    expect(await b.reserve(1)).toStrictEqual({ ok: true, started: 0 });
-    await slot(a, { fromQueue: true });
-    // One of A's calls runs, so two wait: the queue (3) has room for one more, and the slot is taken.
-    const waiting = slot(b, { fromQueue: true });
-    expect(await settled(waiting)).toBe(false);
-    expect(await a.reserve(2)).toStrictEqual({ ok: false, ahead: 3 });
-    a.release(SERVER, 1);
-    await waiting;
-    // A's other call starts from the queue too, once B's is done. Redis then holds that one running call
-    // and nothing queued, also after a heartbeat has set it to what each replica counts.
-    b.release(SERVER, 1);
-    await slot(a, { fromQueue: true });
+  it("a pin of this replica that Redis still holds but the replica does not (its release was lost) goes at the next heartbeat; one being taken stays", async () => {
+    const [a] = await replicas(1, { maxInflight: 2, maxQueue: 10 });
+    if (a === undefined) throw new Error("one replica");
+    expect(await slot(a)).toBe(0);
+    // The release never reaches Redis (as when it was down): Redis still holds the pin and the slot.
+    (a as unknown as { pins: Map<string, Set<number>> }).pins.get(SERVER)?.delete(0);
+    (a as unknown as { running: Map<string, number> }).running.set(SERVER, 0);
+    expect(await pins(prefixOf(a))).toStrictEqual([0]);
+    // A slot asked for right now is pinned by a command the heartbeat sees as unanswered: it stays.
+    const taking = slot(a);
+    await beat(a);
+    expect(await taking).toBe(1);
+    expect(await pins(prefixOf(a))).toStrictEqual([1]);
     expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
-    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
-    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 1 });
-    a.release(SERVER, 1);
-    await Promise.all([a, b].map((l) => (l as unknown as { beat(): Promise<void> }).beat()));
-    expect(await totals(prefixOf(a))).toStrictEqual({ queued: 0, running: 0 });
+    a.release(SERVER, 1, 0);
   });
 
   it("a slot freed on one replica goes to the call waiting on another", async () => {
@@ -159,27 +156,27 @@ describe("RedisLimits", () => {
     await slot(a);
     const waiting = slot(b);
     expect(await settled(waiting)).toBe(false);
-    a.release(SERVER, 1);
-    await waiting;
+    a.release(SERVER, 0, 0);
+    expect(await waiting).toBe(0);
     const third = slot(a);
     expect(await settled(third)).toBe(false);
-    b.release(SERVER, 1);
+    b.release(SERVER, 0, 0);
     await third;
   });
 
-  it("a lone call waiting on one replica holds off new calls on the others until it has run", async () => {
+  it("a lone hold waiting on one replica holds off new holds on the others until it has run", async () => {
     const [a, b] = await replicas(2, { maxInflight: 2 });
     if (a === undefined || b === undefined) throw new Error("two replicas");
     await slot(a);
-    const lone = slot(b, { weight: 2, alone: true });
+    const lone = slot(b, { alone: true });
     expect(await settled(lone)).toBe(false);
-    // One slot is free, but the lone call claimed the server: A's next call waits behind it.
+    // One slot is free, but the lone hold claimed the server: A's next hold waits behind it.
     const next = slot(a);
     expect(await settled(next)).toBe(false);
-    a.release(SERVER, 1);
-    await lone;
+    a.release(SERVER, 0, 0);
+    expect(await lone).toBe(0);
     expect(await settled(next)).toBe(false);
-    b.release(SERVER, 2);
+    b.release(SERVER, "alone", 0);
     await next;
   });
 
@@ -192,8 +189,8 @@ describe("RedisLimits", () => {
     expect(await settled(lone)).toBe(false);
     controller.abort();
     await expect(lone).rejects.toThrow("The request was cancelled");
-    a.release(SERVER, 1);
-    // Nothing holds the server any more: A's next call runs.
+    a.release(SERVER, 0, 0);
+    // Nothing holds the server any more: A's next hold runs.
     await slot(a);
   });
 

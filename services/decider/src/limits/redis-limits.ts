@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "@localdecider/service-kit";
 import Redis from "ioredis";
-import { AbortedError, LimiterUnavailableError, type SharedLimits } from "./limiter";
 import { LIMITS_SCRIPT } from "./redis-script";
+import { AbortedError, LimiterUnavailableError, type SharedLimits } from "./types";
 
 /**
  * How often a replica waiting for a running slot asks again when no `freed` message came: messages are
@@ -26,10 +26,10 @@ export interface RedisLimitsOptions {
 type Mode = "op" | "admit" | "alone" | "unclaim" | "set";
 
 /**
- * The script's answer: admitted (1) or not (0), the totals it saw (queued, running on the target), and the
- * slots `admit` granted.
+ * The script's answer: admitted (1) or not (0), the totals it saw (queued, slots held on the target), the
+ * slots `admit` granted, and the slot number pinned (-1: none).
  */
-type Answer = [number, number, number, number];
+type Answer = [number, number, number, number, number];
 
 interface RedisWithLimits extends Redis {
   localdeciderLimits(
@@ -37,6 +37,7 @@ interface RedisWithLimits extends Redis {
     queued: string,
     running: string,
     alone: string,
+    pins: string,
     ...args: (string | number)[]
   ): Promise<Answer>;
 }
@@ -66,6 +67,10 @@ export class RedisLimits implements SharedLimits {
   /** Increments sent and not yet answered: counted in what this replica reports until they are. */
   private pendingQueued = 0;
   private readonly pendingRunning = new Map<string, number>();
+  /** The slot numbers this replica holds on each server (confirmed by Redis). */
+  private readonly pins = new Map<string, Set<number>>();
+  /** The numbers of taking commands sent and not yet answered (their pins are not in `pins` yet). */
+  private readonly unanswered = new Set<number>();
   private heartbeat: NodeJS.Timeout | undefined;
   /** Whether the last heartbeat reached Redis: until one does after a reconnect, nothing is admitted. */
   private synced = false;
@@ -93,7 +98,7 @@ export class RedisLimits implements SharedLimits {
       retryStrategy: (attempt: number) => Math.min(attempt * 100, 1000),
     };
     this.client = new Redis(options.url, connection) as RedisWithLimits;
-    this.client.defineCommand("localdeciderLimits", { numberOfKeys: 4, lua: LIMITS_SCRIPT });
+    this.client.defineCommand("localdeciderLimits", { numberOfKeys: 5, lua: LIMITS_SCRIPT });
     // The subscriber may queue its SUBSCRIBE until connected; ioredis subscribes again after a reconnect.
     this.subscriber = new Redis(options.url, { ...connection, enableOfflineQueue: true, maxRetriesPerRequest: null });
     this.subscriber.on("message", (_channel: string, message: string) => this.onMessage(message));
@@ -115,36 +120,39 @@ export class RedisLimits implements SharedLimits {
 
   async reserve(
     calls: number,
-    start?: { server: string; slots: number },
-  ): Promise<{ ok: true; started: number } | { ok: false; ahead: number }> {
-    const [ok, queued, running, started] =
-      start === undefined || start.slots <= 0
-        ? await this.change(calls, 0, "", "op")
-        : await this.change(calls, Math.min(start.slots, calls), start.server, "admit");
-    return ok === 1 ? { ok: true, started } : { ok: false, ahead: queued + running };
+    start?: { server: string },
+  ): Promise<{ ok: true; slot: number | undefined } | { ok: false; ahead: number }> {
+    const [ok, queued, running, granted, pinned] =
+      start === undefined ? await this.change(calls, 0, "", "op") : await this.change(calls, 1, start.server, "admit");
+    if (ok !== 1) return { ok: false, ahead: queued + running };
+    return { ok: true, slot: granted === 1 ? pinned : undefined };
   }
 
-  async acquire(
-    weight: number,
-    options: { server: string; fromQueue: boolean; alone: boolean; signal: AbortSignal },
-  ): Promise<void> {
-    const { server, fromQueue, alone, signal } = options;
+  async acquire(options: { server: string; alone: boolean; signal: AbortSignal }): Promise<number> {
+    const { server, alone, signal } = options;
     try {
       for (;;) {
         if (signal.aborted) throw new AbortedError();
-        const [ok] = await this.change(fromQueue ? -1 : 0, weight, server, alone ? "alone" : "op");
-        if (ok === 1) return;
+        const [ok, , , , pinned] = await this.change(
+          0,
+          alone ? this.options.maxInflight : 1,
+          server,
+          alone ? "alone" : "op",
+        );
+        // A lone hold has every slot of the server: it runs as slot 0.
+        if (ok === 1) return alone ? 0 : pinned;
         await this.nextChance(server, signal);
       }
     } catch (err) {
-      // A lone call that gives up must not hold every other replica off until its claim expires.
+      // A lone hold that gives up must not hold every other replica off until its claim expires.
       if (alone) void this.change(0, 0, server, "unclaim").catch(() => undefined);
       throw err;
     }
   }
 
-  release(server: string, weight: number): void {
-    void this.change(0, -weight, server, "op");
+  release(server: string, slot: number | "alone", unreserve: number): void {
+    const weight = slot === "alone" ? this.options.maxInflight : 1;
+    void this.change(-unreserve, -weight, server, "op", slot === "alone" ? -1 : slot);
   }
 
   unreserve(calls: number): void {
@@ -167,14 +175,15 @@ export class RedisLimits implements SharedLimits {
     this.closed = true;
     clearInterval(this.heartbeat);
     this.wakeAll();
-    // Hand back what this replica still holds at once instead of leaving it to the lease.
+    // Hand back what this replica still holds at once instead of leaving it to the lease: each server's
+    // slots (which wakes waiters elsewhere), then a last `set` of nothing, which also drops its pins.
     if (this.client.status === "ready") {
       const held = this.reported();
       const freed = [...held.running].filter(([, running]) => running > 0);
-      await Promise.all([
-        this.run(-held.queued, 0, "", "op", held),
-        ...freed.map(([server, running]) => this.run(0, -running, server, "op", held)),
-      ]).catch(() => undefined);
+      const nothing: Held = { queued: 0, running: new Map([...held.running.keys()].map((k) => [k, 0])) };
+      await Promise.all(freed.map(([server, running]) => this.run(0, -running, server, "op", held)))
+        .then(() => this.run(0, 0, "", "set", nothing, { pins: [], unanswered: Number.MAX_SAFE_INTEGER }))
+        .catch(() => undefined);
     }
     this.subscriber.disconnect();
     this.client.disconnect();
@@ -189,20 +198,26 @@ export class RedisLimits implements SharedLimits {
     return { queued: this.queued + this.pendingQueued, running };
   }
 
+  /** The slot numbers this replica has pinned (confirmed), as (server, number) pairs for the script. */
+  private pinned(): (string | number)[] {
+    return [...this.pins].flatMap(([server, slots]) => [...slots].flatMap((slot) => [server, slot]));
+  }
+
   /**
    * Sends one change of this replica's counts; local counts follow the answer (see the class comment). A
    * change that frees only (release, unreserve) is never refused and counts at once; one that takes
    * (reserve, a slot) counts only once admitted, and is reported as taken while unanswered.
    */
-  private async change(dq: number, dr: number, server: string, mode: Mode): Promise<Answer> {
+  private async change(dq: number, dr: number, server: string, mode: Mode, freedPin = -1): Promise<Answer> {
     if (this.closed) throw new LimiterUnavailableError("the decider is shutting down");
     // What Redis should hold for this replica before this change, if it has lost it.
     const before = this.reported();
     if (dq <= 0 && dr <= 0) {
       this.queued += dq;
       add(this.running, server, dr);
+      if (freedPin >= 0) this.pins.get(server)?.delete(freedPin);
       // Unanswered (Redis down): the next heartbeat sets this replica's counts to what it holds.
-      return this.run(dq, dr, server, mode, before).catch((): Answer => [1, 0, 0, 0]);
+      return this.run(dq, dr, server, mode, before, { freedPin }).catch((): Answer => [1, 0, 0, 0, -1]);
     }
     if (this.client.status !== "ready" || !this.synced) {
       throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} is unreachable`);
@@ -212,20 +227,26 @@ export class RedisLimits implements SharedLimits {
     this.pendingQueued += upQ;
     add(this.pendingRunning, server, upR);
     const number = ++this.sent;
+    this.unanswered.add(number);
     let answer: Answer;
     try {
-      answer = await this.run(dq, dr, server, mode, before);
+      answer = await this.run(dq, dr, server, mode, before, { number });
     } catch (err) {
       throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} did not answer`, { cause: err });
     } finally {
+      this.unanswered.delete(number);
       this.pendingQueued -= upQ;
       add(this.pendingRunning, server, -upR);
     }
-    // What the change did: of the calls an admission reserved, those granted a slot at once run, the rest
-    // are queued; a refused change did nothing.
-    const [doneQ, doneR] = answer[0] === 0 ? [0, 0] : mode === "admit" ? [dq - answer[3], answer[3]] : [dq, dr];
+    // What the change did: an admission reserved its calls, and took a slot if one was granted; a refused
+    // change did nothing.
+    const [doneQ, doneR] = answer[0] === 0 ? [0, 0] : mode === "admit" ? [dq, answer[3]] : [dq, dr];
     this.queued += doneQ;
     add(this.running, server, doneR);
+    if (answer[0] === 1 && answer[4] >= 0) {
+      const pins = this.pins.get(server) ?? new Set<number>();
+      this.pins.set(server, pins.add(answer[4]));
+    }
     // A heartbeat sent while this change was unanswered wrote its increments as made (the upper bound) and
     // ran after it: whatever of them the change did not make would be held by nobody until the next one.
     if (this.beatSent > number && (upQ > doneQ || upR > doneR)) {
@@ -235,14 +256,24 @@ export class RedisLimits implements SharedLimits {
   }
 
   /** One run of the script (redis-script.ts) for this replica, with what it holds to restore if need be. */
-  private run(dq: number, dr: number, server: string, mode: Mode, before: Held): Promise<Answer> {
+  private run(
+    dq: number,
+    dr: number,
+    server: string,
+    mode: Mode,
+    before: Held,
+    extra: { number?: number; freedPin?: number; pins?: (string | number)[]; unanswered?: number } = {},
+  ): Promise<Answer> {
     const o = this.options;
     const p = this.prefix;
+    const number = extra.number ?? this.sent;
+    const running = [...before.running];
     return this.client.localdeciderLimits(
       `${p}leases`,
       `${p}queued`,
       `${p}running`,
       `${p}alone:${server}`,
+      `${p}pins`,
       this.me,
       o.leaseMs,
       mode,
@@ -252,17 +283,24 @@ export class RedisLimits implements SharedLimits {
       server,
       dq,
       dr,
+      number,
+      extra.freedPin ?? -1,
+      extra.unanswered ?? number,
       before.queued,
-      ...[...before.running].flat(),
+      running.length,
+      ...running.flat(),
+      ...(extra.pins ?? this.pinned()),
     );
   }
 
-  /** Renews this replica's lease and sets its counts (restoring them if Redis lost them). */
+  /** Renews this replica's lease and sets its counts and pins (restoring them if Redis lost them). */
   private async beat(): Promise<void> {
     if (this.closed || this.client.status !== "ready") return;
     try {
       this.beatSent = ++this.sent;
-      await this.run(0, 0, "", "set", this.reported());
+      // Pins made by a command still unanswered are not in this.pins yet: the script keeps those.
+      const unanswered = Math.min(this.beatSent, ...this.unanswered);
+      await this.run(0, 0, "", "set", this.reported(), { number: this.beatSent, unanswered });
       if (!this.synced || this.down !== undefined) {
         this.options.logger.info("shared limits: Redis answers", { redis: this.display });
       }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Entry } from "@localdecider/contracts";
-import { answerKey, type Part } from "./decide/plan";
+import type { ChatMessage } from "../upstream/types";
+import { answerKey, type Part } from "./plan";
 
 /**
  * The one prompt of the service. Bump PROMPT_VERSION whenever the wording or layout changes: answers
@@ -11,11 +12,6 @@ import { answerKey, type Part } from "./decide/plan";
  * name, instruction, label and description is a JSON string on its own line, where a newline is `\n`.
  */
 export const PROMPT_VERSION = "3";
-
-export interface ChatMessage {
-  role: "system" | "user" | "assistant";
-  content: string;
-}
 
 const SYSTEM = `You are a careful decision model. You read a STATE and answer QUESTIONS about it.
 
