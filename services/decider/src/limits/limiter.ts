@@ -9,8 +9,10 @@ interface ServerSlots {
   reserved: number;
   /** Calls running on this server now. */
   running: number;
-  /** Holds scheduled here and not yet finished (waiting in Bottleneck or holding a slot). */
+  /** Holds of requests scheduled here and not yet finished (waiting in Bottleneck or holding a slot). */
   holds: number;
+  /** The Bottleneck job at the tail of this server's queue, waiting for the next request (see Standby). */
+  standby: Standby | undefined;
   /**
    * Without shared limits: the slot numbers free in this process, each with the affinity of the request
    * that held it last (a request about the same prompt prefix finds its cache there).
@@ -20,6 +22,21 @@ interface ServerSlots {
 
 /** A hold that found its reservation moved to another server before it started: it is scheduled there. */
 const MOVED: unique symbol = Symbol("moved");
+
+/**
+ * A Bottleneck job scheduled before the request that will use it arrives. Bottleneck yields to the event
+ * loop with 0 ms timers (a 1 ms floor each) between receiving, registering and starting a job: about 4 ms
+ * before a job starts on an idle server. Each server keeps one standby at the tail of its queue; a request
+ * hands it its hold and a new one is scheduled behind it, so the request finds its job through those
+ * yields already, or started. It is a job like any other, scheduled in arrival order (requests queue in
+ * Bottleneck in the order they came, each behind the standby it took): it holds one of Bottleneck's
+ * MAX_INFLIGHT places while it waits for work, which it only has when nothing else waits for one (anything
+ * that comes after it takes it). A lone hold dismisses it.
+ */
+interface Standby {
+  /** Hands it the work to run in its place, or nothing (dismissed: it frees its place at once). */
+  give(work: (() => Promise<unknown>) | undefined): void;
+}
 
 /** What a hold may say of itself. */
 export interface HoldOptions {
@@ -92,11 +109,39 @@ export class UpstreamLimiter {
         reserved: 0,
         running: 0,
         holds: 0,
+        standby: undefined,
         free: Array.from({ length: this.maxInflight }, (_, slot) => ({ slot, affinity: undefined })),
       };
       this.servers.set(server, slots);
+      this.standBy(slots);
     }
     return slots;
+  }
+
+  /** Schedules a standby job for `slots` unless one is there (or the limiter stopped). */
+  standBy(slots: ServerSlots): void {
+    if (slots.standby !== undefined || this.stopped) return;
+    let give: Standby["give"] = () => undefined;
+    const work = new Promise<(() => Promise<unknown>) | undefined>((resolve) => {
+      give = resolve;
+    });
+    slots.standby = { give };
+    slots.bottleneck.schedule(async () => (await work)?.()).catch(() => undefined);
+  }
+
+  /** The standby at the tail of `slots`' queue, taken; a new one is scheduled behind it. */
+  takeStandby(slots: ServerSlots): Standby {
+    this.standBy(slots);
+    const standby = slots.standby as Standby;
+    slots.standby = undefined;
+    this.standBy(slots);
+    return standby;
+  }
+
+  /** Frees the place a standby holds or waits for (a lone hold needs every place). */
+  dismissStandby(slots: ServerSlots): void {
+    slots.standby?.give(undefined);
+    slots.standby = undefined;
   }
 
   /**
@@ -148,7 +193,11 @@ export class UpstreamLimiter {
     return Math.max(1, Math.ceil((ahead * this.averageCallMs) / (this.maxInflight * servers) / 1000));
   }
 
+  private stopped = false;
+
   async stop(): Promise<void> {
+    this.stopped = true;
+    for (const slots of this.servers.values()) this.dismissStandby(slots);
     await Promise.all([...this.servers.values()].map((s) => s.bottleneck.stop({ dropWaitingJobs: false })));
     await this.shared?.close();
   }
@@ -199,21 +248,35 @@ export class Reservation {
       const on = this.current;
       const slots = this.limiter.slotsOf(on);
       const done = new Deferred<T>();
+      const job = async (): Promise<typeof MOVED | undefined> => {
+        if (on !== this.current) return MOVED;
+        try {
+          done.resolve(await this.inSlot(on, slots, work, signal, alone, options.affinity));
+        } catch (err) {
+          done.reject(err);
+        }
+        return undefined;
+      };
       slots.holds += 1;
-      const scheduled = slots.bottleneck
-        .schedule(alone ? { weight: this.limiter.maxInflight, priority: 0 } : {}, async () => {
-          if (on !== this.current) return MOVED;
-          try {
-            done.resolve(await this.inSlot(on, slots, work, signal, alone, options.affinity));
-          } catch (err) {
-            done.reject(err);
-          }
-          return undefined;
-        })
-        .finally(() => {
+      let scheduled: Promise<typeof MOVED | undefined>;
+      if (alone) {
+        // Weight = every place, so Bottleneck starts a lone hold only when nothing else runs; priority 0
+        // puts it ahead of waiting holds, so it waits for the running ones only.
+        this.limiter.dismissStandby(slots);
+        scheduled = slots.bottleneck.schedule({ weight: this.limiter.maxInflight, priority: 0 }, job);
+      } else {
+        const ran = new Deferred<typeof MOVED | undefined>();
+        this.limiter.takeStandby(slots).give(() => job().then(ran.resolve));
+        scheduled = ran.promise;
+      }
+      const outcome = await Promise.race([
+        done.promise.then((value) => ({ value })),
+        scheduled.finally(() => {
           slots.holds -= 1;
-        });
-      const outcome = await Promise.race([done.promise.then((value) => ({ value })), scheduled]);
+          // After a lone hold (which dismissed it), the next request finds a standby again.
+          if (alone) this.limiter.standBy(slots);
+        }),
+      ]);
       if (outcome === MOVED) continue;
       if (outcome !== undefined) return outcome.value;
       return done.promise;
