@@ -1,4 +1,5 @@
 import OpenAI from "openai";
+import { createHttpFetch } from "./http-fetch";
 import { type ServerProfile, UNKNOWN_SERVER } from "./server-profile";
 import {
   type Alternative,
@@ -48,7 +49,7 @@ export class OpenAIUpstream implements Upstream {
       maxRetries: 0,
       // A backstop only: our own timer (below) fires first and is what the client sees as a timeout.
       timeout: options.timeoutMs + 1000,
-      fetch: openAIShapedErrors,
+      fetch: openAIShapedErrors(createHttpFetch()),
     });
   }
 
@@ -95,16 +96,16 @@ export class OpenAIUpstream implements Upstream {
     return this.complete({ ...body, grammar: outcomesGrammar(reading) }, signal);
   }
 
-  /** One chat call with our own timeout; a kept-alive connection cut as it went out is tried once more. */
+  /**
+   * One chat call; a kept-alive connection cut as it went out is tried once more. `signal` ends it: the
+   * decision's own deadline (LOCALDECIDER_TIMEOUT for the whole request, which the decider reports as a
+   * timeout) or its client going away. The client's timeout (a second later) is only a backstop.
+   */
   async complete(body: ChatBody, signal: AbortSignal): Promise<Completion> {
-    // Our own timer decides what a timeout is: the client's own timeout surfaces as a generic connection
-    // error wherever the abort reason is not an Error of this realm (e.g. under Jest).
-    const timer = AbortSignal.timeout(this.options.timeoutMs);
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.client.chat.completions.create(body, { signal: AbortSignal.any([signal, timer]) });
+        return await this.client.chat.completions.create(body, { signal });
       } catch (err) {
-        if (timer.aborted && !signal.aborted) throw new UpstreamError({ kind: "timeout" });
         const failure = toUpstreamError(err);
         // A kept-alive connection the server closed as the call went out (its idle timeout) fails before
         // any answer; the call only reads, so it is sent once more on a new connection. A server that is
@@ -181,8 +182,11 @@ function emittedText(content: string | null | undefined, request: ProbeRequest):
  * reads a message from: vLLM answers `{ object: "error", message, type, code }` and some servers
  * `{ error: "<text>" }`. Successful responses pass through untouched.
  */
-export async function openAIShapedErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  const response = await fetch(input, init);
+export function openAIShapedErrors(base: typeof fetch): typeof fetch {
+  return (async (input: string | URL | Request, init?: RequestInit) => shaped(await base(input, init))) as typeof fetch;
+}
+
+async function shaped(response: Response): Promise<Response> {
   if (response.ok) return response;
   const text = await response.text();
   let body: unknown;
