@@ -59,8 +59,12 @@ export interface FakeUpstreamProcess {
 }
 
 /** The test suite's fake model server in a process of its own, every call taking `latencyMs`. */
-export async function startFakeUpstream(latencyMs: number): Promise<FakeUpstreamProcess> {
-  const child = spawn(process.execPath, [path.join(__dirname, "fake-upstream.main.js"), String(latencyMs)], {
+export async function startFakeUpstream(
+  latencyMs: number,
+  flavour: "vllm" | "llama" = "vllm",
+): Promise<FakeUpstreamProcess> {
+  const main = path.join(__dirname, "fake-upstream.main.js");
+  const child = spawn(process.execPath, [main, String(latencyMs), flavour], {
     stdio: ["ignore", "pipe", "inherit", "ipc"],
   });
   // One question at a time is all the benchmarks ask, so the next message is the answer.

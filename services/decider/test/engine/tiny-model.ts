@@ -46,6 +46,8 @@ export interface TinyModelOptions {
   bias: Readonly<Record<string, number>>;
   /** Standard deviation of the random part of the logits; default 1. */
   noise?: number;
+  /** The training context the file states (llama.cpp caps a slot's context at it); default 4096. */
+  contextLength?: number;
 }
 
 /**
@@ -289,7 +291,7 @@ export function writeTinyModel(file: string, options: TinyModelOptions = DEFAULT
     .string("general.name", "tiny-qwen2-random")
     .uint32("general.file_type", 1) // mostly F16 (token_embd); the rest is F32
     .uint32("general.alignment", 32)
-    .uint32("qwen2.context_length", TINY_MODEL_SHAPE.contextLength)
+    .uint32("qwen2.context_length", options.contextLength ?? TINY_MODEL_SHAPE.contextLength)
     .uint32("qwen2.embedding_length", D)
     .uint32("qwen2.block_count", layers)
     .uint32("qwen2.feed_forward_length", FF)
@@ -370,6 +372,8 @@ export function tinyModelPath(options: TinyModelOptions = DEFAULT_TINY_MODEL): s
         tokenizer: tokenizerVersion(),
         seed: options.seed,
         noise: options.noise ?? 1,
+        // Only when set, so that the files of every earlier option set keep their names.
+        ...(options.contextLength === undefined ? {} : { contextLength: options.contextLength }),
         bias: Object.entries(options.bias).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       }),
     )
