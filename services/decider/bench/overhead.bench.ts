@@ -41,7 +41,7 @@ async function callsOf(upstream: string, n: number): Promise<string[][]> {
 }
 
 /** p50 and the slope fit of added milliseconds over upstream calls. */
-function fit(points: { calls: number; added: number }[]): { perRequest: number; perCall: number } {
+function lineThrough(points: { calls: number; added: number }[]): { perRequest: number; perCall: number } {
   const n = points.length;
   const mx = points.reduce((s, p) => s + p.calls, 0) / n;
   const my = points.reduce((s, p) => s + p.added, 0) / n;
@@ -92,7 +92,7 @@ async function measure(flavour: "llama" | "vllm"): Promise<string> {
     decider.child.kill("SIGTERM");
     await fake.stop();
   }
-  const { perRequest, perCall } = fit(points);
+  const { perRequest, perCall } = lineThrough(points);
   rows.push(`| ${flavour} | fit | | | | ${perRequest.toFixed(2)} per request | ${perCall.toFixed(3)} per call |`);
   return rows.join("\n");
 }
