@@ -212,7 +212,10 @@ function chatWrapperOf(lib: typeof NodeLlamaCpp, model: NodeLlamaCpp.LlamaModel)
   const template = model.fileInfo.metadata.tokenizer.chat_template;
   if (template !== undefined && template !== "") {
     try {
-      return new lib.JinjaTemplateChatWrapper({ template, tokenizer: model.tokenizer });
+      // A template that thinks (Qwen3 and others) is told not to (`reasoning: false` renders it with
+      // enable_thinking false, as the decider's chat_template_kwargs tell a server): the answer then follows
+      // a closed think block, where llama-server puts it.
+      return new lib.JinjaTemplateChatWrapper({ template, tokenizer: model.tokenizer, reasoning: false });
     } catch {
       // A template node-llama-cpp's Jinja cannot run: fall back to its resolver.
     }

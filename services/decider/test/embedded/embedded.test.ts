@@ -5,12 +5,13 @@ import { serve } from "@localdecider/service-kit";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
+import { LlamaEngine } from "../../src/engine/llama-engine";
 import type { ProbeOptions, ProbeRequest, ProbeResult, Upstream } from "../../src/upstream/types";
 import { ANSWER_MODEL } from "../engine/answer-model";
 import { openEngine, type TinyEngine } from "../engine/engine";
 import { renderChatML } from "../engine/engine-upstream";
 import { chooser, probedName, QUESTIONS, RecordingUpstream, STATE } from "../engine/expectations";
-import { tinyModelPath } from "../engine/tiny-model";
+import { THINKING_TEMPLATE, tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "../helpers";
 import { distributionOf, exactDistribution } from "./exact";
 
@@ -85,6 +86,30 @@ describe("the embedded engine", () => {
     const ready = embedded.current;
     if (ready.phase !== "ready") throw new Error("not loaded");
     expect(ready.engine.tokenize(messages, " true")).toStrictEqual(engine.tokenize(`${renderChatML(messages)} true`));
+  });
+
+  it("with a template that thinks, writes the think block closed before the prefill, as llama-server does", async () => {
+    const file = tinyModelPath({ ...ANSWER_MODEL, chatTemplate: THINKING_TEMPLATE });
+    const thinking = await LlamaEngine.open({
+      modelPath: file,
+      gpu: "cpu",
+      sequences: 1,
+      contextSize: 512,
+      threads: 1,
+    });
+    try {
+      const messages = [
+        { role: "system" as const, content: "S" },
+        { role: "user" as const, content: "U" },
+        { role: "assistant" as const, content: '{"q1":' },
+      ];
+      // What llama-server b10573 renders for these messages (checked in deployed.llama-server.test.ts).
+      const prompt =
+        '<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n{"q1":';
+      expect(thinking.tokenize(messages, " true")).toStrictEqual(engine.tokenize(`${prompt} true`));
+    } finally {
+      await thinking.close();
+    }
   });
 
   it("answers every question type with the engine's exact distribution over the outcomes, within 1e-6", async () => {

@@ -3,12 +3,16 @@ import { loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { createBackend } from "../../src/backend";
 import { configSchema } from "../../src/config";
+import { partsOf } from "../../src/decide/plan";
+import { renderPrompt } from "../../src/decide/prompt";
 import { capturingLogger, deciderFor, deciderOver, waitFor } from "../helpers";
 import { ANSWER_MODEL } from "./answer-model";
 import { llamaServerBackend, type ProcessBackend } from "./backends";
 import { openEngine, type TinyEngine } from "./engine";
 import { expected, probedName, QUESTIONS, RecordingUpstream, STATE } from "./expectations";
-import { tinyModelPath } from "./tiny-model";
+import { THINKING_TEMPLATE, tinyModelPath } from "./tiny-model";
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /**
  * Only in `pnpm test:llama-server` (the default jest config leaves *.llama-server.test.ts out): a real
@@ -143,6 +147,147 @@ describe("a real llama-server as deployed", () => {
           "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
         code: "context_too_long",
       });
+    } finally {
+      await d.close();
+      await backend.stop();
+    }
+  });
+
+  /** The prompt tokens the server evaluated (not taken from a cache), from its own /metrics. */
+  async function evaluated(backend: ProcessBackend): Promise<number> {
+    const text = await (await fetch(`${backend.url}/metrics`)).text();
+    const line = text.split("\n").find((l) => l.startsWith("llamacpp:prompt_tokens_total"));
+    return Number(line?.split(" ")[1]);
+  }
+
+  /** Answers within 1e-3 of `engine`'s exact distribution on the prompt the server renders for each probe. */
+  async function expectEngine(
+    on: TinyEngine,
+    backend: ProcessBackend,
+    recorder: RecordingUpstream,
+    questions: Record<string, Question>,
+    answers: Record<string, Record<string, unknown>>,
+  ): Promise<void> {
+    for (const probe of recorder.probes) {
+      const name = probedName(probe);
+      const want = await expected(on, await backend.promptOf(probe.messages), probe.reading);
+      const answer = answers[name] as Record<string, unknown>;
+      const got =
+        (questions[name] as Question).type === "noul"
+          ? [answer.noul as number, 1 - (answer.noul as number)]
+          : Object.values(answer.probabilities as Record<string, number>);
+      for (const [i, p] of got.entries()) expect(Math.abs(p - (want.exact[i] as number))).toBeLessThan(1e-3);
+    }
+  }
+
+  it("on --parallel 4, reads a request's prompt once: every call names one slot, and the server evaluates at most 1.25x the floor's prompt tokens", async () => {
+    const backend = await llamaServerBackend(bin as string, model, ["--parallel", "4", "-c", "32768", "--metrics"]);
+    let recorder: RecordingUpstream | undefined;
+    const d = deciderFor(backend.url, {
+      upstreamModel: backend.model,
+      maxInflight: 4,
+      wrapUpstream: (u) => {
+        recorder = new RecordingUpstream(u);
+        return recorder;
+      },
+    });
+    const questions = Object.fromEntries(
+      Array.from({ length: 16 }, (_, i) => [`q${i}`, { type: "noul", instructions: `Is line ${i} changed?` }]),
+    );
+    const state = (tag: string) => ({ diff: Array.from({ length: 60 }, (_, i) => `+line ${i} of ${tag}`).join("\n") });
+    try {
+      expect((await request(d.app).get("/ready")).status).toBe(200);
+      let before = await evaluated(backend);
+      const res = await request(d.app)
+        .post("/v1/systemone")
+        .send({ model: "localdecider", state: state("a"), questions });
+      expect(res.status).toBe(200);
+      const ours = (await evaluated(backend)) - before;
+      expect(new Set(recorder?.probes.map((p) => recorder?.slots.get(p)))).toHaveProperty("size", 1);
+      // The floor: one call with a state of the same size and every question, one token.
+      const parts = Object.entries(questions as Record<string, Question>).flatMap(([name, q]) => partsOf(name, q));
+      before = await evaluated(backend);
+      const floor = await fetch(`${backend.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: backend.model, messages: renderPrompt(state("b"), parts), max_tokens: 1 }),
+      });
+      expect(floor.status).toBe(200);
+      const floorTokens = (await evaluated(backend)) - before;
+      expect(ours).toBeLessThanOrEqual(1.25 * floorTokens);
+    } finally {
+      await d.close();
+      await backend.stop();
+    }
+  });
+
+  it("a greedy token that is a piece of a UTF-8 character (no logprobs from the server) is asked again, and answered within 1e-3 of the engine", async () => {
+    const pieceModel = tinyModelPath({ ...ANSWER_MODEL, bias: { ...ANSWER_MODEL.bias, "vocab:ä": 30 } });
+    const pieceEngine = await openEngine(pieceModel);
+    const backend = await llamaServerBackend(bin as string, pieceModel);
+    let recorder: RecordingUpstream | undefined;
+    const d = deciderFor(backend.url, {
+      upstreamModel: backend.model,
+      wrapUpstream: (u) => {
+        recorder = new RecordingUpstream(u);
+        return recorder;
+      },
+    });
+    try {
+      const questions = { bug: QUESTIONS.bug } as Record<string, Question>;
+      const res = await request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
+      expect(res.status).toBe(200);
+      await expectEngine(pieceEngine, backend, recorder as RecordingUpstream, questions, res.body.answers);
+    } finally {
+      await d.close();
+      await backend.stop();
+      await pieceEngine.close();
+    }
+  });
+
+  it("with a template that thinks, the server renders each probe with the think block closed before the prefill, and the answers match the engine within 1e-3", async () => {
+    const thinkingModel = tinyModelPath({ ...ANSWER_MODEL, chatTemplate: THINKING_TEMPLATE });
+    const thinkingEngine = await openEngine(thinkingModel);
+    const backend = await llamaServerBackend(bin as string, thinkingModel);
+    let recorder: RecordingUpstream | undefined;
+    const d = deciderFor(backend.url, {
+      upstreamModel: backend.model,
+      wrapUpstream: (u) => {
+        recorder = new RecordingUpstream(u);
+        return recorder;
+      },
+    });
+    try {
+      const res = await request(d.app)
+        .post("/v1/systemone")
+        .send({ model: "localdecider", state: STATE, questions: QUESTIONS });
+      expect(res.status).toBe(200);
+      for (const probe of recorder?.probes ?? []) {
+        const prefill = probe.messages.at(-1)?.content ?? "";
+        expect(await backend.promptOf(probe.messages)).toMatch(
+          new RegExp(`<think>\\n\\n</think>\\n\\n${escape(prefill)}$`),
+        );
+      }
+      await expectEngine(thinkingEngine, backend, recorder as RecordingUpstream, QUESTIONS, res.body.answers);
+    } finally {
+      await d.close();
+      await backend.stop();
+      await thinkingEngine.close();
+    }
+  });
+
+  it("the start-up check finds a real llama-server usable: its kind and slots read, a prefill continued, raw top_logprobs", async () => {
+    const backend = await llamaServerBackend(bin as string, model, ["--parallel", "3"]);
+    const { logger, lines } = capturingLogger("info");
+    const d = deciderFor(backend.url, { upstreamModel: backend.model, logger, maxInflight: 3 });
+    try {
+      expect((await request(d.app).get("/ready")).status).toBe(200);
+      expect(lines.find((l) => l.message === "model server inspected")).toMatchObject({
+        kind: "llama.cpp",
+        slots: 3,
+        prefixCache: "slot",
+      });
+      expect(lines.find((l) => l.message.includes("MAX_INFLIGHT differs"))).toBeUndefined();
     } finally {
       await d.close();
       await backend.stop();

@@ -48,6 +48,8 @@ export interface TinyModelOptions {
   noise?: number;
   /** The training context the file states (llama.cpp caps a slot's context at it); default 4096. */
   contextLength?: number;
+  /** The chat template the file carries (`tokenizer.chat_template`); default Qwen2.5's ChatML. */
+  chatTemplate?: string;
 }
 
 /**
@@ -148,6 +150,24 @@ export const CHATML_TEMPLATE =
   "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}" +
   "{%- endfor %}" +
   "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+/**
+ * A template that thinks, written for these tests in the manner of Qwen3's and DeepSeek-R1's: the
+ * assistant's turn opens a `<think>` block for the model to fill, unless `enable_thinking` is false, when
+ * the block is written closed and empty. A prefilled (last) assistant message gets the same opening, so the
+ * answer's position depends on the flag: after a closed block (what the decider asks for), or inside an
+ * open one (where no answer belongs).
+ */
+export const THINKING_TEMPLATE =
+  "{%- set opening = '<think>\\n\\n</think>\\n\\n' if (enable_thinking is defined and enable_thinking is false) else '<think>\\n' %}" +
+  "{%- for message in messages %}" +
+  "{%- if message['role'] == 'assistant' and loop.last %}" +
+  "{{- '<|im_start|>assistant\\n' + opening + message['content'] }}" +
+  "{%- else %}" +
+  "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}" +
+  "{%- endif %}" +
+  "{%- endfor %}" +
+  "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' + opening }}{%- endif %}";
 
 interface Vocab {
   tokens: string[];
@@ -308,7 +328,7 @@ export function writeTinyModel(file: string, options: TinyModelOptions = DEFAULT
     .uint32("tokenizer.ggml.padding_token_id", QWEN_TOKENS.endOfText)
     .uint32("tokenizer.ggml.bos_token_id", QWEN_TOKENS.endOfText)
     .bool("tokenizer.ggml.add_bos_token", false)
-    .string("tokenizer.chat_template", CHATML_TEMPLATE);
+    .string("tokenizer.chat_template", options.chatTemplate ?? CHATML_TEMPLATE);
 
   // token_embd is only looked up (get_rows), so F16 halves its size without touching the logits' precision.
   gguf.tensor("token_embd.weight", [D, V], "f16", () => {
@@ -374,6 +394,7 @@ export function tinyModelPath(options: TinyModelOptions = DEFAULT_TINY_MODEL): s
         noise: options.noise ?? 1,
         // Only when set, so that the files of every earlier option set keep their names.
         ...(options.contextLength === undefined ? {} : { contextLength: options.contextLength }),
+        ...(options.chatTemplate === undefined ? {} : { chatTemplate: options.chatTemplate }),
         bias: Object.entries(options.bias).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
       }),
     )
