@@ -12,7 +12,7 @@ import { openEngine, type TinyEngine } from "./engine";
 import { expected, probedName, QUESTIONS, RecordingUpstream, STATE } from "./expectations";
 import { THINKING_TEMPLATE, tinyModelPath } from "./tiny-model";
 
-const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const literally = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /**
  * Only in `pnpm test:llama-server` (the default jest config leaves *.llama-server.test.ts out): a real
@@ -265,7 +265,7 @@ describe("a real llama-server as deployed", () => {
       for (const probe of recorder?.probes ?? []) {
         const prefill = probe.messages.at(-1)?.content ?? "";
         expect(await backend.promptOf(probe.messages)).toMatch(
-          new RegExp(`<think>\\n\\n</think>\\n\\n${escape(prefill)}$`),
+          new RegExp(`<think>\\n\\n</think>\\n\\n${literally(prefill)}$`),
         );
       }
       await expectEngine(thinkingEngine, backend, recorder as RecordingUpstream, QUESTIONS, res.body.answers);
