@@ -42,7 +42,12 @@ export const TODOS_AUTH_RESPONSES = {
     },
   },
   403: error("The token's subject is not this userId (and it is no admin token)"),
-  503: error("The provider's key set could not be fetched"),
+  503: {
+    description:
+      "The provider's key set could not be fetched (down, an error status, over the fetch deadline or the size cap, not a key set)",
+    schema: TodosErrorBody,
+    headers: { "Retry-After": { description: "Seconds to wait before trying again (the key set fetch deadline)" } },
+  },
 } satisfies Record<number, ResponseContract>;
 
 /**

@@ -9,6 +9,7 @@ import { base64url, exportJWK, generateKeyPair, type JWK, type JWTPayload, type 
 import request from "supertest";
 import { configSchema } from "../src/config";
 import { AUTH_MESSAGES, authFromConfig, createJwtAuth, type TodosAuth } from "../src/http/auth";
+import { fetchKeySet } from "../src/http/key-set";
 import type { TodoRepository } from "../src/storage/repository";
 import { todosOpenApi } from "./setup/openapi-responses";
 import { MAIN, startService } from "./support/service-process";
@@ -75,8 +76,12 @@ interface KeyServer {
   url: URL;
   /** What it serves now; replace it to rotate. */
   keys: JWK[];
-  /** Answer this status instead of the set; "hang" never answers. */
-  failure: number | "hang" | undefined;
+  /**
+   * Answer this status instead of the set; "hang" never answers; "stall" sends 200 and the headers, then the
+   * start of the body, and never the rest; "huge" sends the set padded with spaces to 4 MiB, in chunks;
+   * "html" sends 200 with an HTML page.
+   */
+  failure: number | "hang" | "stall" | "huge" | "html" | undefined;
   /** Requests received. */
   fetches: number;
   close(): Promise<void>;
@@ -99,15 +104,31 @@ async function startKeyServer(keys: JWK[]): Promise<KeyServer> {
     state.fetches++;
     if (req.url !== "/.well-known/jwks.json") res.writeHead(404).end();
     else if (state.failure === "hang") hanging.push(res);
+    else if (state.failure === "stall") {
+      res.writeHead(200, { "content-type": "application/json" }).write('{"keys":[');
+      hanging.push(res);
+    } else if (state.failure === "huge") {
+      const set = JSON.stringify({ keys: state.keys });
+      res.writeHead(200, { "content-type": "application/json" });
+      const chunk = " ".repeat(64 * 1024);
+      for (let sent = set.length; sent < 4 * 1024 * 1024; sent += chunk.length) res.write(chunk);
+      res.end(set);
+    } else if (state.failure === "html") res.writeHead(200, { "content-type": "text/html" }).end("<html></html>");
     else if (state.failure !== undefined) res.writeHead(state.failure).end("provider down");
-    else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: state.keys }));
+    else {
+      const set = JSON.stringify({ keys: state.keys });
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(set) }).end(set);
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   state.url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/jwks.json`);
   return state;
 }
 
-function jwksAuth(server: KeyServer, options: { cooldownMs?: number; timeoutMs?: number } = {}): TodosAuth {
+function jwksAuth(
+  server: KeyServer,
+  options: { cooldownMs?: number; timeoutMs?: number; maxBytes?: number } = {},
+): TodosAuth {
   return createJwtAuth({
     keys: { jwksUrl: server.url, ...options },
     issuer: ISSUER,
@@ -388,14 +409,15 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       }
     });
 
-    it("when the provider answers 500, is unreachable or too slow, answers 503 (not 401), then recovers", async () => {
+    it("when the provider answers 500, is unreachable or too slow, answers 503 (not 401) with Retry-After, then recovers", async () => {
       const server = await startKeyServer([published(k1)]);
       try {
         const flaky = appWith(repository, { auth: jwksAuth(server, { timeoutMs: 200 }) });
         const t = await token(k1, "alice");
         const unavailable = { error: AUTH_MESSAGES.keysUnavailable };
         server.failure = 500;
-        await list(flaky, "alice", t).expect(503, unavailable);
+        const refused = await list(flaky, "alice", t).expect(503, unavailable);
+        expect(refused.headers["retry-after"]).toBe("1"); // the 200 ms deadline, in whole seconds
         server.failure = "hang";
         await list(flaky, "alice", t).expect(503, unavailable);
         server.failure = undefined;
@@ -404,7 +426,66 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
         await server.close();
       }
       const gone = appWith(repository, { auth: jwksAuth(server) }); // its port is closed now
-      await list(gone, "alice", await token(k1, "alice")).expect(503, { error: AUTH_MESSAGES.keysUnavailable });
+      const res = await list(gone, "alice", await token(k1, "alice")).expect(503, {
+        error: AUTH_MESSAGES.keysUnavailable,
+      });
+      expect(res.headers["retry-after"]).toBe("5"); // the default 5 s deadline
+    });
+
+    // Bounded without the deadline under test: a request that hangs fails here instead of waiting for Jest.
+    const BOUND = { deadline: 10_000 };
+
+    it("when the provider sends its headers and then stalls the body, answers 503 with Retry-After, and the next request after it recovers fetches again", async () => {
+      const server = await startKeyServer([published(k1)]);
+      try {
+        const stalled = appWith(repository, { auth: jwksAuth(server, { timeoutMs: 300 }) });
+        const t = await token(k1, "alice");
+        server.failure = "stall";
+        // Three requests at once share the one fetch, and all get the 503 when its deadline passes.
+        const answers = await Promise.all([1, 2, 3].map(() => list(stalled, "alice", t).timeout(BOUND)));
+        for (const res of answers) {
+          expect({ status: res.status, body: res.body, retryAfter: res.headers["retry-after"] }).toStrictEqual({
+            status: 503,
+            body: { error: AUTH_MESSAGES.keysUnavailable },
+            retryAfter: "1",
+          });
+        }
+        expect(server.fetches).toBe(1);
+
+        server.failure = undefined;
+        await list(stalled, "alice", t).timeout(BOUND).expect(200, { todoItems: [] });
+        expect(server.fetches).toBe(2); // a new fetch: nothing left waiting on the stalled one
+      } finally {
+        await server.close();
+      }
+    });
+
+    it("when the key set is over the size cap (a valid set padded to 4 MiB), answers 503, then recovers", async () => {
+      const server = await startKeyServer([published(k1)]);
+      try {
+        const capped = appWith(repository, { auth: jwksAuth(server) }); // the default 256 KiB cap
+        const t = await token(k1, "alice");
+        server.failure = "huge";
+        const res = await list(capped, "alice", t).timeout(BOUND).expect(503, { error: AUTH_MESSAGES.keysUnavailable });
+        expect(res.headers["retry-after"]).toBe("5");
+        server.failure = undefined;
+        await list(capped, "alice", t).timeout(BOUND).expect(200, { todoItems: [] });
+        expect(server.fetches).toBe(2);
+      } finally {
+        await server.close();
+      }
+    });
+
+    it("when the key set declares a Content-Length over the cap, answers 503", async () => {
+      const server = await startKeyServer([published(k1)]);
+      try {
+        const small = appWith(repository, { auth: jwksAuth(server, { maxBytes: 64 }) });
+        await list(small, "alice", await token(k1, "alice"))
+          .timeout(BOUND)
+          .expect(503, { error: AUTH_MESSAGES.keysUnavailable });
+      } finally {
+        await server.close();
+      }
     });
 
     it("when the provider serves something that is not a key set, answers 503", async () => {
@@ -417,6 +498,62 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
         await server.close();
       }
     });
+  });
+});
+
+describe("fetchKeySet (one fetch of the provider's key set)", () => {
+  let server: KeyServer;
+  beforeEach(async () => {
+    server = await startKeyServer([published(k1)]);
+  });
+  afterEach(async () => {
+    await server.close();
+  });
+  const unavailable = (problem: string) => ({
+    name: "KeySetUnavailable",
+    message: `JSON Web Key Set unavailable: ${problem}`,
+  });
+  const fetchFrom = (options: { timeoutMs?: number; maxBytes?: number } = {}) =>
+    fetchKeySet({ url: server.url, timeoutMs: options.timeoutMs ?? 5_000, maxBytes: options.maxBytes ?? 256 * 1024 });
+
+  it("when the server answers the set, resolves to it", async () => {
+    await expect(fetchFrom()).resolves.toStrictEqual({ keys: [published(k1)] });
+  });
+
+  it("when the server stalls after the headers, rejects at the deadline", async () => {
+    server.failure = "stall";
+    await expect(fetchFrom({ timeoutMs: 200 })).rejects.toMatchObject(
+      unavailable("no complete answer within the deadline"),
+    );
+  });
+
+  it("when the server never answers, rejects at the deadline", async () => {
+    server.failure = "hang";
+    await expect(fetchFrom({ timeoutMs: 200 })).rejects.toMatchObject(
+      unavailable("no complete answer within the deadline"),
+    );
+  });
+
+  it("when the body declares more bytes than the cap, rejects naming both", async () => {
+    const size = Buffer.byteLength(JSON.stringify({ keys: [published(k1)] }));
+    await expect(fetchFrom({ maxBytes: 64 })).rejects.toMatchObject(
+      unavailable(`the body declares ${size} bytes, over 64`),
+    );
+  });
+
+  it("when a body without Content-Length grows past the cap, rejects", async () => {
+    server.failure = "huge";
+    await expect(fetchFrom()).rejects.toMatchObject(unavailable(`the body is over ${256 * 1024} bytes`));
+  });
+
+  it("when the server answers another status, rejects naming it", async () => {
+    server.failure = 502;
+    await expect(fetchFrom()).rejects.toMatchObject(unavailable("the server answered 502"));
+  });
+
+  it("when the body is not JSON, rejects", async () => {
+    server.failure = "html";
+    await expect(fetchFrom()).rejects.toMatchObject(unavailable("the body is not JSON"));
   });
 });
 

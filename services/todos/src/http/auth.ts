@@ -1,8 +1,9 @@
 import { TODOS_AUTH_REALM } from "@localdecider/contracts";
 import { AppError } from "@localdecider/service-kit";
 import type { RequestHandler } from "express";
-import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import type { Config } from "../config";
+import { KeySetUnavailable, RemoteKeySet } from "./key-set";
 
 /**
  * Sign-in (TODOS_AUTH=jwt): every per-user route wants `Authorization: Bearer <JWT>`, verified with jose
@@ -43,18 +44,23 @@ export const SECRET_ALGORITHMS = ["HS256"];
 /** Leeway for `exp` and `nbf` against clock drift between the provider and this host. */
 export const CLOCK_TOLERANCE_SECONDS = 5;
 
-/** jose's key set defaults, spelled out: what the service uses unless a test passes others. */
+/** How the provider's key set is fetched and kept (src/http/key-set.ts), unless a test passes others. */
 export const JWKS_DEFAULTS = {
-  /** A fetch of the key set slower than this fails (the request then answers 503). */
+  /**
+   * One deadline for the whole fetch of the key set: connecting, headers and body. Past it the fetch fails
+   * and the request answers 503; the next request fetches again.
+   */
   timeoutMs: 5_000,
-  /** No refetch sooner than this after the last one, even for an unknown `kid`. */
+  /** A key set body longer than this fails the fetch (503). Real sets are a few KiB; 256 KiB is ample. */
+  maxBytes: 256 * 1024,
+  /** No refetch sooner than this after the last successful one, even for an unknown `kid`. */
   cooldownMs: 30_000,
   /** A key set older than this is refetched on the next request. */
   cacheMaxAgeMs: 600_000,
 };
 
 export type KeySource =
-  | { jwksUrl: URL; timeoutMs?: number; cooldownMs?: number; cacheMaxAgeMs?: number }
+  | { jwksUrl: URL; timeoutMs?: number; maxBytes?: number; cooldownMs?: number; cacheMaxAgeMs?: number }
   | { secret: string };
 
 export interface JwtAuthOptions {
@@ -74,43 +80,26 @@ export interface TodosAuth {
   adminClaim: string | undefined;
 }
 
-/** The key set could not be fetched or used: the provider's fault (503), not the client's (401). */
-class KeysUnavailable extends Error {
-  constructor(cause: unknown) {
-    super(`JSON Web Key Set unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
-    this.name = "KeysUnavailable";
-  }
-}
-
 function wwwAuthenticate(invalidToken: boolean): Record<string, string> {
   const params = invalidToken ? `realm="${AUTH_REALM}", error="invalid_token"` : `realm="${AUTH_REALM}"`;
   return { "WWW-Authenticate": `Bearer ${params}` };
 }
 
+/** `Retry-After` of a 503 for an unavailable key set: the fetch deadline in whole seconds, at least 1. */
+export function keysRetryAfterSeconds(timeoutMs: number): number {
+  return Math.max(1, Math.ceil(timeoutMs / 1000));
+}
+
 /** A key-set lookup whose transport and content failures are told apart from a token that matches no key. */
 function remoteKeys(source: Extract<KeySource, { jwksUrl: URL }>): JWTVerifyGetKey {
-  const remote = createRemoteJWKSet(source.jwksUrl, {
-    timeoutDuration: source.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
-    cooldownDuration: source.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
-    cacheMaxAge: source.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
+  const keySet = new RemoteKeySet({
+    url: source.jwksUrl,
+    timeoutMs: source.timeoutMs ?? JWKS_DEFAULTS.timeoutMs,
+    maxBytes: source.maxBytes ?? JWKS_DEFAULTS.maxBytes,
+    cooldownMs: source.cooldownMs ?? JWKS_DEFAULTS.cooldownMs,
+    cacheMaxAgeMs: source.cacheMaxAgeMs ?? JWKS_DEFAULTS.cacheMaxAgeMs,
   });
-  return async (header, token) => {
-    try {
-      return await remote(header, token);
-    } catch (err) {
-      // No key for this kid/alg even after the refetch jose allows (or several candidates for a token
-      // without kid): the token's problem. Anything else (unreachable, non-200, not JSON, malformed set,
-      // timeout) is the provider's.
-      if (
-        err instanceof errors.JWKSNoMatchingKey ||
-        err instanceof errors.JWKSMultipleMatchingKeys ||
-        err instanceof errors.JOSENotSupported
-      ) {
-        throw err;
-      }
-      throw new KeysUnavailable(err);
-    }
-  };
+  return keySet.getKey;
 }
 
 export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
@@ -126,6 +115,7 @@ export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
   };
   const secret = "secret" in keys ? new TextEncoder().encode(keys.secret) : undefined;
   const getKey = "jwksUrl" in keys ? remoteKeys(keys) : undefined;
+  const retryAfter = keysRetryAfterSeconds(("jwksUrl" in keys ? keys.timeoutMs : undefined) ?? JWKS_DEFAULTS.timeoutMs);
 
   return {
     keySource,
@@ -146,10 +136,17 @@ export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
         }
         return payload as JWTPayload & { sub: string };
       } catch (err) {
-        if (err instanceof KeysUnavailable) {
-          throw new AppError(503, AUTH_MESSAGES.keysUnavailable, { logLevel: "error", cause: err });
+        // Unreachable, non-200, over the deadline or the size cap, not JSON, not a key set: the provider's
+        // fault. The token may be fine, so not a 401 (a client would throw it away).
+        if (err instanceof KeySetUnavailable) {
+          throw new AppError(503, AUTH_MESSAGES.keysUnavailable, {
+            headers: { "Retry-After": String(retryAfter) },
+            logLevel: "error",
+            cause: err,
+          });
         }
-        // Bad signature, disallowed alg (none, HS256 with a key set), wrong iss/aud, expired, unknown kid,
+        // Bad signature, disallowed alg (none, HS256 with a key set), wrong iss/aud, expired, unknown kid (no
+        // key for it even after the refetch allowed, or several candidates for a token without kid),
         // malformed: all the same 401 to the client; the reason goes to the log line.
         throw new AppError(401, AUTH_MESSAGES.invalid, { headers: wwwAuthenticate(true), cause: err });
       }
