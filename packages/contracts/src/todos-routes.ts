@@ -33,7 +33,7 @@ export const TODOS_AUTH_REALM = "todos";
 export const TODOS_AUTH_RESPONSES = {
   401: {
     description:
-      "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/sub)",
+      "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/iat/sub, a lifetime over the service's maximum, issued in the future)",
     schema: TodosErrorBody,
     headers: {
       "WWW-Authenticate": {

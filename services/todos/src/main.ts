@@ -21,6 +21,7 @@ async function main(): Promise<void> {
       audience: config.TODOS_JWT_AUDIENCE,
       ...(auth.keySource === "jwks" ? { jwksUrl: config.TODOS_JWT_JWKS_URL } : {}),
       adminClaim: auth.adminClaim ?? null,
+      ...auth.tokenTimes,
     });
   }
   // Created before storage, which reports query timings and its pool to it.

@@ -54,6 +54,8 @@ function hmacKey(secret: string, alg = "HS256"): SigningKey {
 }
 
 const now = () => Math.floor(Date.now() / 1000);
+const DAY = 86_400;
+const YEAR = 365 * DAY;
 
 /** A token for `sub` with the service's iss and aud, valid for 5 minutes; `claims` override or drop (undefined). */
 function token(key: SigningKey, sub: string | undefined, claims: JWTPayload = {}): Promise<string> {
@@ -206,6 +208,12 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       await request(app).get("/users/alice/todos").set("authorization", `bearer ${t}`).expect(200);
     });
 
+    it("when its lifetime is exactly 24 h, or its iat up to 60 s ahead of this host's clock, is accepted", async () => {
+      await list(app, "alice", await token(k1, "alice", { exp: now() + DAY })).expect(200);
+      await list(app, "alice", await token(k1, "alice", { iat: now() - DAY + 300, exp: now() + 300 })).expect(200);
+      await list(app, "alice", await token(k1, "alice", { iat: now() + 50, exp: now() + 350 })).expect(200);
+    });
+
     it("when the userId needs percent-encoding, compares sub with the decoded path", async () => {
       await list(app, "a b/é", await token(k1, "a b/é")).expect(200, { todoItems: [] });
     });
@@ -230,6 +238,11 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       ["has expired", () => token(k1, "alice", { iat: now() - 600, exp: now() - 60 })],
       ["is not yet valid (nbf)", () => token(k1, "alice", { nbf: now() + 600 })],
       ["has no exp", () => token(k1, "alice", { exp: undefined })],
+      ["has no iat", () => token(k1, "alice", { iat: undefined })],
+      ["expires 100 years from now", () => token(k1, "alice", { exp: now() + 100 * YEAR })],
+      ["was issued a year in the future", () => token(k1, "alice", { iat: now() + YEAR, exp: now() + YEAR + 300 })],
+      ["declares a lifetime one second over 24 h", () => token(k1, "alice", { exp: now() + DAY + 1 })],
+      ["was issued 61 s in the future", () => token(k1, "alice", { iat: now() + 61, exp: now() + 361 })],
       ["has no sub", () => token(k1, undefined)],
       ["has a sub that is not a string", () => token(k1, undefined, { sub: 42 as unknown as string })],
       ["is for another audience", () => token(k1, "alice", { aud: "some-other-api" })],
@@ -585,6 +598,8 @@ describe("sign-in with an HS256 shared secret", () => {
     ["ES256 (a key set's algorithm)", () => token(k1, "sam")],
     ["unsigned (alg none)", async () => unsignedToken("sam")],
     ["expired", () => token(hmacKey(SECRET), "sam", { exp: now() - 60 })],
+    ["valid for 100 years", () => token(hmacKey(SECRET), "sam", { exp: now() + 100 * YEAR })],
+    ["issued a year in the future", () => token(hmacKey(SECRET), "sam", { iat: now() + YEAR, exp: now() + YEAR + 60 })],
     ["for another audience", () => token(hmacKey(SECRET), "sam", { aud: "x" })],
   ])("when the token is %s, answers 401 invalid_token", async (_situation, make) => {
     const res = await list(app, "sam", await make()).expect(401, { error: AUTH_MESSAGES.invalid });
@@ -679,6 +694,53 @@ describe("TODOS_AUTH and TODOS_JWT_* configuration", () => {
     const auth = authFromConfig(loadConfig(configSchema, { ...base, TODOS_JWT_SECRET: SECRET }));
     expect(auth).toMatchObject({ keySource: "secret", adminClaim: undefined });
     await expect(auth?.verify(await token(hmacKey(SECRET), "sam"))).resolves.toMatchObject({ sub: "sam" });
+  });
+
+  it("when TODOS_JWT_MAX_LIFETIME and TODOS_JWT_MAX_FUTURE_IAT are unset, bounds tokens to 24 h and 60 s", () => {
+    const auth = authFromConfig(loadConfig(configSchema, { ...base, TODOS_JWT_SECRET: SECRET }));
+    expect(auth?.tokenTimes).toStrictEqual({ maxLifetimeSeconds: 86_400, maxFutureIatSeconds: 60 });
+  });
+
+  it("when TODOS_JWT_MAX_LIFETIME=300 and TODOS_JWT_MAX_FUTURE_IAT=0, refuses a 301 s token and one issued ahead, accepts one of 300 s", async () => {
+    const auth = authFromConfig(
+      loadConfig(configSchema, {
+        ...base,
+        TODOS_JWT_SECRET: SECRET,
+        TODOS_JWT_MAX_LIFETIME: "300",
+        TODOS_JWT_MAX_FUTURE_IAT: "0",
+      }),
+    ) as TodosAuth;
+    const issued = now();
+    const key = hmacKey(SECRET);
+    await expect(auth.verify(await token(key, "sam", { iat: issued, exp: issued + 300 }))).resolves.toMatchObject({
+      sub: "sam",
+    });
+    await expect(auth.verify(await token(key, "sam", { iat: issued, exp: issued + 301 }))).rejects.toMatchObject({
+      status: 401,
+      message: AUTH_MESSAGES.invalid,
+      cause: expect.objectContaining({ message: "token lifetime (exp - iat) over 300 s" }),
+    });
+    await expect(auth.verify(await token(key, "sam", { iat: now() + 30, exp: now() + 60 }))).rejects.toMatchObject({
+      status: 401,
+      cause: expect.objectContaining({ message: '"iat" claim timestamp check failed (more than 0 s in the future)' }),
+    });
+  });
+
+  it.each([
+    ["TODOS_JWT_MAX_LIFETIME", "59", "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["TODOS_JWT_MAX_LIFETIME", "31536001", "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["TODOS_JWT_MAX_LIFETIME", "24h", "TODOS_JWT_MAX_LIFETIME: must be a whole number of seconds (60-31536000)"],
+    ["TODOS_JWT_MAX_LIFETIME", "1.5e3", "TODOS_JWT_MAX_LIFETIME: must be a whole number of seconds (60-31536000)"],
+    ["TODOS_JWT_MAX_FUTURE_IAT", "3601", "TODOS_JWT_MAX_FUTURE_IAT: must be 0-3600 seconds"],
+    ["TODOS_JWT_MAX_FUTURE_IAT", "-1", "TODOS_JWT_MAX_FUTURE_IAT: must be a whole number of seconds (0-3600)"],
+  ])("when %s=%s, refuses it naming the range", (name, value, message) => {
+    expect(problems({ ...base, TODOS_JWT_SECRET: SECRET, [name]: value })).toStrictEqual([message]);
+  });
+
+  it("when a time bound is set while TODOS_AUTH is off, refuses naming TODOS_AUTH", () => {
+    expect(problems({ TODOS_JWT_MAX_LIFETIME: "3600" })).toStrictEqual([
+      'TODOS_AUTH: must be "jwt" when TODOS_JWT_MAX_LIFETIME is set (it is "off")',
+    ]);
   });
 
   it("when jwt has neither key source, refuses naming TODOS_JWT_JWKS_URL", () => {

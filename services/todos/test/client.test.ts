@@ -110,6 +110,7 @@ describe("createTodosClient with sign-in on", () => {
       .setSubject(sub)
       .setIssuer("https://issuer.test")
       .setAudience("todos-api")
+      .setIssuedAt()
       .setExpirationTime("5m")
       .sign(new TextEncoder().encode(secret));
   let location: StorageLocation;

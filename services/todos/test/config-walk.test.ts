@@ -59,6 +59,15 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   TODOS_JWT_ADMIN_CLAIM: [
     ["sub", SIGN_IN, "TODOS_JWT_ADMIN_CLAIM: must not be a registered claim (iss, sub, aud, exp, nbf, iat, jti)"],
   ],
+  TODOS_JWT_MAX_LIFETIME: [
+    ["0", SIGN_IN, "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["86400000", SIGN_IN, "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["1d", SIGN_IN, "TODOS_JWT_MAX_LIFETIME: must be a whole number of seconds (60-31536000)"],
+  ],
+  TODOS_JWT_MAX_FUTURE_IAT: [
+    ["3601", SIGN_IN, "TODOS_JWT_MAX_FUTURE_IAT: must be 0-3600 seconds"],
+    ["60", {}, 'TODOS_AUTH: must be "jwt" when TODOS_JWT_MAX_FUTURE_IAT is set (it is "off")'],
+  ],
 };
 
 describe("every todos variable refuses values that can never work, naming itself", () => {

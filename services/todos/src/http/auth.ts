@@ -44,6 +44,18 @@ export const SECRET_ALGORITHMS = ["HS256"];
 /** Leeway for `exp` and `nbf` against clock drift between the provider and this host. */
 export const CLOCK_TOLERANCE_SECONDS = 5;
 
+/**
+ * Bounds on a token's time claims beyond `exp` and `nbf` (TODOS_JWT_MAX_LIFETIME, TODOS_JWT_MAX_FUTURE_IAT
+ * when unset). With `exp` in the future, a lifetime `exp - iat` of at most 24 h also means the token was
+ * issued at most 24 h ago, and an `iat` at most 60 s ahead means it stays valid at most 24 h + 60 s from now.
+ */
+export const TOKEN_TIME_DEFAULTS = {
+  /** 24 h: the longest default access token lifetime of the common providers (Auth0's), and well above most. */
+  maxLifetimeSeconds: 86_400,
+  /** 60 s: clocks of NTP-synced hosts agree within a second; this leaves room for a badly synced one. */
+  maxFutureIatSeconds: 60,
+};
+
 /** How the provider's key set is fetched and kept (src/http/key-set.ts), unless a test passes others. */
 export const JWKS_DEFAULTS = {
   /**
@@ -71,6 +83,10 @@ export interface JwtAuthOptions {
   audience: string;
   /** A claim that, when exactly `true`, lets the token act on any userId. */
   adminClaim?: string;
+  /** Longest accepted `exp - iat`, in seconds (default TOKEN_TIME_DEFAULTS.maxLifetimeSeconds). */
+  maxLifetimeSeconds?: number;
+  /** How far `iat` may lie ahead of this host's clock, in seconds (default TOKEN_TIME_DEFAULTS). */
+  maxFutureIatSeconds?: number;
 }
 
 export interface TodosAuth {
@@ -78,6 +94,8 @@ export interface TodosAuth {
   /** The token's claims once signature, algorithm, `iss`, `aud`, `exp` and `sub` are checked; else an AppError. */
   verify(token: string): Promise<JWTPayload & { sub: string }>;
   adminClaim: string | undefined;
+  /** The bounds on `exp - iat` and on `iat` ahead of this host's clock that `verify` applies, in seconds. */
+  tokenTimes: { maxLifetimeSeconds: number; maxFutureIatSeconds: number };
 }
 
 function wwwAuthenticate(invalidToken: boolean): Record<string, string> {
@@ -102,6 +120,36 @@ function remoteKeys(source: Extract<KeySource, { jwksUrl: URL }>): JWTVerifyGetK
   return keySet.getKey;
 }
 
+/**
+ * The checks jose has no separate setting for: `iat` at most `maxFutureIatSeconds` ahead of this host's clock
+ * (jose's maxTokenAge would apply the 5 s exp/nbf leeway to it), and a lifetime `exp - iat` of at most
+ * `maxLifetimeSeconds`. jose has already checked that both are numbers and that `exp` is not past.
+ */
+function checkTokenTimes(
+  payload: JWTPayload,
+  limits: { maxLifetimeSeconds: number; maxFutureIatSeconds: number },
+): void {
+  const iat = payload.iat as number;
+  const exp = payload.exp as number;
+  const now = Math.floor(Date.now() / 1000);
+  if (iat > now + limits.maxFutureIatSeconds) {
+    throw new errors.JWTClaimValidationFailed(
+      `"iat" claim timestamp check failed (more than ${limits.maxFutureIatSeconds} s in the future)`,
+      payload,
+      "iat",
+      "check_failed",
+    );
+  }
+  if (exp - iat > limits.maxLifetimeSeconds) {
+    throw new errors.JWTClaimValidationFailed(
+      `token lifetime (exp - iat) over ${limits.maxLifetimeSeconds} s`,
+      payload,
+      "exp",
+      "check_failed",
+    );
+  }
+}
+
 export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
   const { keys } = options;
   const keySource = "jwksUrl" in keys ? "jwks" : "secret";
@@ -110,8 +158,13 @@ export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
     issuer: options.issuer,
     audience: options.audience,
     clockTolerance: CLOCK_TOLERANCE_SECONDS,
-    // jose checks exp only when present; a token that never expires is refused.
-    requiredClaims: ["exp", "sub"],
+    // jose checks exp only when present; a token that never expires is refused. iat is needed to bound the
+    // token's lifetime (checkTokenTimes).
+    requiredClaims: ["exp", "iat", "sub"],
+  };
+  const limits = {
+    maxLifetimeSeconds: options.maxLifetimeSeconds ?? TOKEN_TIME_DEFAULTS.maxLifetimeSeconds,
+    maxFutureIatSeconds: options.maxFutureIatSeconds ?? TOKEN_TIME_DEFAULTS.maxFutureIatSeconds,
   };
   const secret = "secret" in keys ? new TextEncoder().encode(keys.secret) : undefined;
   const getKey = "jwksUrl" in keys ? remoteKeys(keys) : undefined;
@@ -120,12 +173,14 @@ export function createJwtAuth(options: JwtAuthOptions): TodosAuth {
   return {
     keySource,
     adminClaim: options.adminClaim,
+    tokenTimes: limits,
     async verify(token) {
       try {
         const { payload } =
           getKey !== undefined
             ? await jwtVerify(token, getKey, verifyOptions)
             : await jwtVerify(token, secret as Uint8Array, verifyOptions);
+        checkTokenTimes(payload, limits);
         if (typeof payload.sub !== "string" || payload.sub === "") {
           throw new errors.JWTClaimValidationFailed(
             '"sub" claim must be a non-empty string',
@@ -169,6 +224,8 @@ export function authFromConfig(config: Config): TodosAuth | undefined {
     issuer,
     audience,
     ...(config.TODOS_JWT_ADMIN_CLAIM === undefined ? {} : { adminClaim: config.TODOS_JWT_ADMIN_CLAIM }),
+    ...(config.TODOS_JWT_MAX_LIFETIME === undefined ? {} : { maxLifetimeSeconds: config.TODOS_JWT_MAX_LIFETIME }),
+    ...(config.TODOS_JWT_MAX_FUTURE_IAT === undefined ? {} : { maxFutureIatSeconds: config.TODOS_JWT_MAX_FUTURE_IAT }),
   });
 }
 
@@ -212,5 +269,5 @@ export const BEARER_SECURITY_SCHEME = {
   scheme: "bearer",
   bearerFormat: "JWT",
   description:
-    "A JWT from the configured OpenID Connect provider (or signed with the shared HS256 secret) with the service's `iss` and `aud`, an `exp`, and `sub` equal to the path's `userId` (or the configured admin claim set to `true`).",
+    "A JWT from the configured OpenID Connect provider (or signed with the shared HS256 secret) with the service's `iss` and `aud`, an `exp` and an `iat` (a lifetime `exp - iat` of at most the service's maximum, 24 h by default, and an `iat` not in the future), and `sub` equal to the path's `userId` (or the configured admin claim set to `true`).",
 };
