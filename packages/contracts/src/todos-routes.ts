@@ -19,6 +19,9 @@ const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired sur
 const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
 const BAD_BODY = error("Body null or not an object (`{ error }` only), or field problems (with `details`)");
 const TOO_LARGE = error("Body over 64 KiB");
+const LIST_FULL = error(
+  "The user's list already holds the most items the service allows (TODOS_MAX_ITEMS_PER_USER, 10,000 by default): nothing was created; delete items first",
+);
 const UNSUPPORTED = error("Body in a Content-Encoding or charset the service cannot read");
 const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
 const INTERNAL = error("Unexpected failure, a storage failure included");
@@ -112,6 +115,7 @@ export const todosRoutes = {
         headers: { Location: { description: "Path of the new item" } },
       },
       400: BAD_BODY,
+      409: LIST_FULL,
       413: TOO_LARGE,
       415: UNSUPPORTED,
       500: MALFORMED,

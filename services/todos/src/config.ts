@@ -1,6 +1,15 @@
 import { LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 
+/**
+ * Items one user may hold (TODOS_MAX_ITEMS_PER_USER unset). 10,000 is far beyond any hand-kept list, while it
+ * bounds what one user can store (titles of at most 500 characters: under 20 MB) and what one unpaged list
+ * answer holds.
+ */
+export const DEFAULT_MAX_ITEMS_PER_USER = 10_000;
+/** Upper bound of TODOS_MAX_ITEMS_PER_USER: an unpaged list of that many items is already ~100 MB of JSON. */
+export const MAX_ITEMS_PER_USER_LIMIT = 1_000_000;
+
 /** Shortest accepted TODOS_JWT_SECRET, in UTF-8 bytes: HS256 keys shorter than the hash (32 bytes) are weak. */
 export const JWT_SECRET_MIN_BYTES = 32;
 
@@ -64,6 +73,13 @@ export const configSchema = z
       .optional(),
     /** Directory of the embedded PGlite database, relative to the working directory unless absolute. */
     TODOS_DATA_DIR: z.string().default("./data/todos"),
+    /** Items one user may hold; a create past it is refused (409) and changes nothing. */
+    TODOS_MAX_ITEMS_PER_USER: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_ITEMS_PER_USER_LIMIT)
+      .default(DEFAULT_MAX_ITEMS_PER_USER),
     /** winston level; "silent" turns logging off. */
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
     /** Sign-in: "off" (no authentication, the default) or "jwt" (a bearer JWT on every per-user route). */

@@ -34,12 +34,15 @@ async function main(): Promise<void> {
     onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
   });
   logger.info("storage ready", { storage: repository.kind });
-  const running = await serve(createApp({ repository, logger, metrics, auth }), {
-    host: config.TODOS_HOST,
-    port: config.TODOS_PORT,
-    logger,
-    onClose: () => repository.close(),
-  });
+  const running = await serve(
+    createApp({ repository, logger, metrics, auth, maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER }),
+    {
+      host: config.TODOS_HOST,
+      port: config.TODOS_PORT,
+      logger,
+      onClose: () => repository.close(),
+    },
+  );
   logger.info("listening", { host: config.TODOS_HOST, port: running.port });
   exitOnSignals(running, logger);
 }

@@ -633,7 +633,7 @@ describe("/openapi.json with sign-in on", () => {
       "GET /ready 200,503 null",
       `GET /users/{userId}/todos 200,400,401,403,500,503 ${bearer}`,
       `GET /v1/user/{userId}/todos 200,400,401,403,500,503 ${bearer}`,
-      `POST /users/{userId}/todos 201,400,401,403,413,415,500,503 ${bearer}`,
+      `POST /users/{userId}/todos 201,400,401,403,409,413,415,500,503 ${bearer}`,
       `PUT /users/{userId}/todos/{itemId} 200,400,401,403,404,413,415,500,503 ${bearer}`,
     ]);
     expect(doc.components?.securitySchemes).toStrictEqual({

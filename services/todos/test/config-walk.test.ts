@@ -19,6 +19,12 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   ],
   DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
   TODOS_DATA_DIR: [],
+  TODOS_MAX_ITEMS_PER_USER: [
+    ["0", {}, "TODOS_MAX_ITEMS_PER_USER: Too small: expected number to be >=1"],
+    ["1000001", {}, "TODOS_MAX_ITEMS_PER_USER: Too big: expected number to be <=1000000"],
+    ["1.5", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected int, received number"],
+    ["lots", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected number, received NaN"],
+  ],
   LOG_LEVEL: [
     [
       "loud",

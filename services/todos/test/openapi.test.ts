@@ -11,7 +11,7 @@ describe("the route contracts as an OpenAPI document", () => {
       ),
     );
     expect(operations.sort()).toStrictEqual([
-      "createTodo POST /users/{userId}/todos 201,400,413,415,500",
+      "createTodo POST /users/{userId}/todos 201,400,409,413,415,500",
       "deleteTodo DELETE /users/{userId}/todos/{itemId} 200,400,404,500",
       "health GET /health 200",
       "listTodos GET /users/{userId}/todos 200,400,500",
@@ -20,5 +20,11 @@ describe("the route contracts as an OpenAPI document", () => {
       "updateTodo PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,500",
     ]);
     expect(Object.keys(todosRoutes).sort()).toStrictEqual(operations.map((o) => o.split(" ")[0]).sort());
+  });
+
+  it("documents the create's 409 for a full list", () => {
+    const doc = buildTodosOpenApi();
+    const responses = doc.paths["/users/{userId}/todos"]?.post?.responses as Record<string, { description: string }>;
+    expect(responses["409"]?.description).toMatch(/^The user's list already holds the most items/);
   });
 });
