@@ -87,8 +87,16 @@ const PositiveInt = (max: number) =>
  * `limit` alone is page 1; `page` alone uses the largest limit (100).
  */
 export const TodoListQuery = z.object({
-  limit: PositiveInt(PAGE_LIMIT_MAX).optional(),
-  page: PositiveInt(PAGE_MAX).optional(),
+  limit: PositiveInt(PAGE_LIMIT_MAX)
+    .optional()
+    .meta({
+      description: `Page size, 1-${PAGE_LIMIT_MAX} (decimal digits, given once). Alone: the first page. Without limit and page: the whole list.`,
+    }),
+  page: PositiveInt(PAGE_MAX)
+    .optional()
+    .meta({
+      description: `Page number, 1-${PAGE_MAX} (decimal digits, given once), of pages of \`limit\` items (${PAGE_LIMIT_MAX} without limit). A page past the end is empty.`,
+    }),
 });
 export type TodoListQuery = z.infer<typeof TodoListQuery>;
 
