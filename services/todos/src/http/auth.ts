@@ -91,7 +91,10 @@ export interface JwtAuthOptions {
 
 export interface TodosAuth {
   keySource: "jwks" | "secret";
-  /** The token's claims once signature, algorithm, `iss`, `aud`, `exp` and `sub` are checked; else an AppError. */
+  /**
+   * The token's claims once signature, algorithm, `iss`, `aud`, `exp`, `iat` (lifetime, not ahead) and `sub`
+   * are checked; else an AppError (401, or 503 when the key set cannot be fetched).
+   */
   verify(token: string): Promise<JWTPayload & { sub: string }>;
   adminClaim: string | undefined;
   /** The bounds on `exp - iat` and on `iat` ahead of this host's clock that `verify` applies, in seconds. */
