@@ -19,6 +19,9 @@ const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired sur
 const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
 const BAD_BODY = error("Body null or not an object (`{ error }` only), or field problems (with `details`)");
 const TOO_LARGE = error("Body over 64 KiB");
+const LIST_FULL = error(
+  "The user's list already holds the most items the service allows (TODOS_MAX_ITEMS_PER_USER, 10,000 by default): nothing was created; delete items first",
+);
 const UNSUPPORTED = error("Body in a Content-Encoding or charset the service cannot read");
 const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
 const INTERNAL = error("Unexpected failure, a storage failure included");
@@ -33,7 +36,7 @@ export const TODOS_AUTH_REALM = "todos";
 export const TODOS_AUTH_RESPONSES = {
   401: {
     description:
-      "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/sub)",
+      "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/iat/sub, a lifetime over the service's maximum, issued in the future)",
     schema: TodosErrorBody,
     headers: {
       "WWW-Authenticate": {
@@ -42,7 +45,12 @@ export const TODOS_AUTH_RESPONSES = {
     },
   },
   403: error("The token's subject is not this userId (and it is no admin token)"),
-  503: error("The provider's key set could not be fetched"),
+  503: {
+    description:
+      "The provider's key set could not be fetched (down, an error status, over the fetch deadline or the size cap, not a key set)",
+    schema: TodosErrorBody,
+    headers: { "Retry-After": { description: "Seconds to wait before trying again (the key set fetch deadline)" } },
+  },
 } satisfies Record<number, ResponseContract>;
 
 /**
@@ -107,6 +115,7 @@ export const todosRoutes = {
         headers: { Location: { description: "Path of the new item" } },
       },
       400: BAD_BODY,
+      409: LIST_FULL,
       413: TOO_LARGE,
       415: UNSUPPORTED,
       500: MALFORMED,

@@ -11,6 +11,7 @@ export const TODO_MESSAGES = {
   invalidQuery: "Invalid query parameters",
   invalidPath: "Invalid path parameter",
   notFound: "Todo item not found",
+  listFull: "Todo list is full",
   routeNotFound: "Not found",
   deleted: "Todo item deleted successfully",
   tooLarge: "Request body too large",
@@ -22,7 +23,10 @@ export const TODO_MESSAGES = {
 export const TITLE_MAX_LENGTH = 500;
 export const USER_ID_MAX_LENGTH = 128;
 export const PAGE_LIMIT_MAX = 100;
-/** Highest page number: keeps the row offset (page - 1) * limit well inside a 32-bit integer. */
+/**
+ * Highest page number: keeps the row offset (page - 1) * limit well inside a 32-bit integer (a list holds at
+ * most TODOS_MAX_ITEMS_PER_USER items, 1,000,000 at the very most, so no page past 10,000 holds any).
+ */
 export const PAGE_MAX = 1_000_000;
 
 // Lengths are counted in Unicode code points, as Postgres counts VARCHAR(n), not in UTF-16 units.
@@ -83,8 +87,16 @@ const PositiveInt = (max: number) =>
  * `limit` alone is page 1; `page` alone uses the largest limit (100).
  */
 export const TodoListQuery = z.object({
-  limit: PositiveInt(PAGE_LIMIT_MAX).optional(),
-  page: PositiveInt(PAGE_MAX).optional(),
+  limit: PositiveInt(PAGE_LIMIT_MAX)
+    .optional()
+    .meta({
+      description: `Page size, 1-${PAGE_LIMIT_MAX} (decimal digits, given once). Alone: the first page. Without limit and page: the whole list.`,
+    }),
+  page: PositiveInt(PAGE_MAX)
+    .optional()
+    .meta({
+      description: `Page number, 1-${PAGE_MAX} (decimal digits, given once), of pages of \`limit\` items (${PAGE_LIMIT_MAX} without limit). A page past the end is empty.`,
+    }),
 });
 export type TodoListQuery = z.infer<typeof TodoListQuery>;
 

@@ -4,7 +4,8 @@
  * loop with the load. Servers:
  * - node:http + pg, and Express 5 + pg with a bare handler (bench/baseline-server.ts), same SQL;
  * - the service (the built src/main.ts) on PostgreSQL and on its embedded PGlite database.
- * Routes: `GET /users/:id/todos` for a user with 20 items among 10,000 rows, and `POST /users/:id/todos`.
+ * Routes: `GET /users/:id/todos` for a user with 20 items among 10,000 rows, and `POST /users/:id/todos`
+ * spread over 1,000 users.
  * Rounds are interleaved (round 1 of every server and route, then round 2, ...), so a change in the
  * machine's load hits all of them alike; the table holds each figure's median over the rounds and the
  * ratio of req/s to Express + pg. Needs PostgreSQL (BENCH_ADMIN_URL). Loopback only, bounded.
@@ -28,6 +29,13 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 const ADMIN_URL = process.env.BENCH_ADMIN_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 const USER = "bench-user";
 const WRITER = "bench-writer";
+/**
+ * The create rounds spread their items over this many users (`bench-writer-0` ...), as a service's traffic
+ * does. Creates for one user wait for each other at the database (the per-user item limit locks the user's
+ * count until commit: README, "Limits"), so the creates of a single user measure that user's ceiling, not
+ * the service's.
+ */
+const WRITERS = 1000;
 const TOTAL_ROWS = 10_000;
 const USER_ROWS = 20;
 /** wrk's own limit: a request unanswered after this counts as a timeout. */
@@ -193,7 +201,9 @@ async function main(): Promise<void> {
     await writeFile(
       script,
       `wrk.method = "POST"\nwrk.body = '{"title":"bench item","completed":false}'\n` +
-        `wrk.headers["Content-Type"] = "application/json"\n`,
+        `wrk.headers["Content-Type"] = "application/json"\n` +
+        `local n = 0\nrequest = function()\n  n = n + 1\n` +
+        `  return wrk.format(nil, "/users/${WRITER}-" .. (n % ${WRITERS}) .. "/todos")\nend\n`,
     );
 
     const baseline = path.join(__dirname, "baseline-server.js");

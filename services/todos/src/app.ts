@@ -14,6 +14,7 @@ import {
   requestId,
 } from "@localdecider/service-kit";
 import express, { type Express } from "express";
+import { DEFAULT_MAX_ITEMS_PER_USER } from "./config";
 import { BEARER_SCHEME, BEARER_SECURITY_SCHEME, requireUser, type TodosAuth } from "./http/auth";
 import { todoHandlers } from "./http/todo-routes";
 import { invalidTodosRequest } from "./http/validation";
@@ -40,6 +41,8 @@ export interface AppDeps {
    * bearer JWT whose `sub` is the path's userId. Omitted: no authentication, the default.
    */
   auth?: TodosAuth | undefined;
+  /** Items one user may hold (TODOS_MAX_ITEMS_PER_USER); a create past it answers 409. Default 10,000. */
+  maxItemsPerUser?: number | undefined;
   /**
    * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
    * access log and before any route (tests mount their response recorders here).
@@ -121,7 +124,8 @@ export function createApp(deps: AppDeps): Express {
 
   // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
   // Sign-in comes first: a request without a valid token gets its 401/403 before its body is read.
-  registerRoutes(app, todosRoutes, todoHandlers(deps.repository), {
+  const handlers = todoHandlers(deps.repository, deps.maxItemsPerUser ?? DEFAULT_MAX_ITEMS_PER_USER);
+  registerRoutes(app, todosRoutes, handlers, {
     authenticate: deps.auth === undefined ? undefined : requireUser(deps.auth),
     jsonBody: jsonBody({ limit: BODY_LIMIT_BYTES }),
     invalid: invalidTodosRequest,

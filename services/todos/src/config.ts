@@ -1,11 +1,36 @@
 import { LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 
+/**
+ * Items one user may hold (TODOS_MAX_ITEMS_PER_USER unset). 10,000 is far beyond any hand-kept list, while it
+ * bounds what one user can store (titles of at most 500 characters: under 20 MB) and what one unpaged list
+ * answer holds.
+ */
+export const DEFAULT_MAX_ITEMS_PER_USER = 10_000;
+/** Upper bound of TODOS_MAX_ITEMS_PER_USER: an unpaged list of that many items is already ~100 MB of JSON. */
+export const MAX_ITEMS_PER_USER_LIMIT = 1_000_000;
+
 /** Shortest accepted TODOS_JWT_SECRET, in UTF-8 bytes: HS256 keys shorter than the hash (32 bytes) are weak. */
 export const JWT_SECRET_MIN_BYTES = 32;
 
 /** JWT claims with a fixed meaning: none of them can name the admin claim. */
 const REGISTERED_CLAIMS = ["iss", "sub", "aud", "exp", "nbf", "iat", "jti"];
+
+/** Bounds of TODOS_JWT_MAX_LIFETIME, in seconds: a minute to a year. */
+export const JWT_MAX_LIFETIME_RANGE = { min: 60, max: 31_536_000 } as const;
+/** Bounds of TODOS_JWT_MAX_FUTURE_IAT, in seconds: none to an hour. */
+export const JWT_MAX_FUTURE_IAT_RANGE = { min: 0, max: 3_600 } as const;
+
+/** A whole number of seconds within a range; decimals, units ("24h") and the like are refused. */
+function seconds(range: { min: number; max: number }) {
+  return z
+    .string()
+    .regex(/^[0-9]+$/, { error: `must be a whole number of seconds (${range.min}-${range.max})`, abort: true })
+    .transform(Number)
+    .refine((n) => n >= range.min && n <= range.max, {
+      error: `must be ${range.min}-${range.max} seconds`,
+    });
+}
 
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
@@ -27,6 +52,8 @@ const JWT_VARIABLES = [
   "TODOS_JWT_ISSUER",
   "TODOS_JWT_AUDIENCE",
   "TODOS_JWT_ADMIN_CLAIM",
+  "TODOS_JWT_MAX_LIFETIME",
+  "TODOS_JWT_MAX_FUTURE_IAT",
 ] as const;
 
 /**
@@ -46,6 +73,13 @@ export const configSchema = z
       .optional(),
     /** Directory of the embedded PGlite database, relative to the working directory unless absolute. */
     TODOS_DATA_DIR: z.string().default("./data/todos"),
+    /** Items one user may hold; a create past it is refused (409) and changes nothing. */
+    TODOS_MAX_ITEMS_PER_USER: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_ITEMS_PER_USER_LIMIT)
+      .default(DEFAULT_MAX_ITEMS_PER_USER),
     /** winston level; "silent" turns logging off. */
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
     /** Sign-in: "off" (no authentication, the default) or "jwt" (a bearer JWT on every per-user route). */
@@ -73,6 +107,13 @@ export const configSchema = z
         error: `must not be a registered claim (${REGISTERED_CLAIMS.join(", ")})`,
       })
       .optional(),
+    /**
+     * JWT mode: the longest lifetime (`exp - iat`, seconds) a token may declare. Unset: 86400 (24 h,
+     * TOKEN_TIME_DEFAULTS in src/http/auth.ts; optional here so that setting it with sign-in off is refused).
+     */
+    TODOS_JWT_MAX_LIFETIME: seconds(JWT_MAX_LIFETIME_RANGE).optional(),
+    /** JWT mode: how many seconds a token's `iat` may lie ahead of this host's clock. Unset: 60. */
+    TODOS_JWT_MAX_FUTURE_IAT: seconds(JWT_MAX_FUTURE_IAT_RANGE).optional(),
   })
   .superRefine((config, ctx) => {
     const problem = (variable: string, message: string) => ctx.addIssue({ code: "custom", path: [variable], message });

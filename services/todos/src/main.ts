@@ -21,6 +21,7 @@ async function main(): Promise<void> {
       audience: config.TODOS_JWT_AUDIENCE,
       ...(auth.keySource === "jwks" ? { jwksUrl: config.TODOS_JWT_JWKS_URL } : {}),
       adminClaim: auth.adminClaim ?? null,
+      ...auth.tokenTimes,
     });
   }
   // Created before storage, which reports query timings and its pool to it.
@@ -33,12 +34,15 @@ async function main(): Promise<void> {
     onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
   });
   logger.info("storage ready", { storage: repository.kind });
-  const running = await serve(createApp({ repository, logger, metrics, auth }), {
-    host: config.TODOS_HOST,
-    port: config.TODOS_PORT,
-    logger,
-    onClose: () => repository.close(),
-  });
+  const running = await serve(
+    createApp({ repository, logger, metrics, auth, maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER }),
+    {
+      host: config.TODOS_HOST,
+      port: config.TODOS_PORT,
+      logger,
+      onClose: () => repository.close(),
+    },
+  );
   logger.info("listening", { host: config.TODOS_HOST, port: running.port });
   exitOnSignals(running, logger);
 }

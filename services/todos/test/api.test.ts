@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { checkRecordedResponses } from "@localdecider/service-kit/test-utils";
+import type { Express } from "express";
 import request from "supertest";
 import { recorder, todosOpenApi } from "./setup/openapi-responses";
-import { buildApp, STORAGE_MODES, type StorageLocation, type TestApp } from "./support/storage-modes";
+import { holdWrites } from "./support/postgres";
+import { appWith, buildApp, STORAGE_MODES, type StorageLocation, type TestApp } from "./support/storage-modes";
 
 const ISO = expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
 const UUID = expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
@@ -363,6 +365,76 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
     });
   });
 
+  describe("POST /users/:userId/todos at the per-user item limit", () => {
+    const full = (limit: number) => ({
+      error: "Todo list is full",
+      details: [{ path: "todoItems", message: `holds the most items allowed (${limit}); delete some first` }],
+    });
+    const post = (app: Express, user: string, title: string) =>
+      request(app)
+        .post(`/users/${encodeURIComponent(user)}/todos`)
+        .send({ title });
+
+    it("when the list holds the limit, answers 409 with the whole body and changes nothing; a delete makes room again", async () => {
+      const app = appWith(t.repository, { maxItemsPerUser: 3 });
+      const user = newUser();
+      for (const title of ["a", "b", "c"]) await post(app, user, title).expect(201);
+      const before = await list(user);
+      const res = await post(app, user, "d").expect(409);
+      expect(res.body).toStrictEqual(full(3));
+      expect(res.headers.location).toBeUndefined();
+      expect(await list(user)).toStrictEqual(before);
+      // Another user's list is a list of its own.
+      await post(app, newUser(), "elsewhere").expect(201);
+      // A full list still reads, updates and deletes.
+      await request(app).put(`/users/${user}/todos/${before[0]?.id}`).send({ completed: true }).expect(200);
+      await request(app).delete(`/users/${user}/todos/${before[1]?.id}`).expect(200);
+      await post(app, user, "d").expect(201);
+      expect((await list(user)).map((i) => i.title)).toStrictEqual(["a", "c", "d"]);
+      await post(app, user, "e").expect(409, full(3));
+    });
+
+    it("when 10 creates race for the last free place, exactly one gets 201, the others 409, and the list holds the limit", async () => {
+      const app = appWith(t.repository, { maxItemsPerUser: 4 });
+      const user = newUser();
+      for (const title of ["a", "b", "c"]) await post(app, user, title).expect(201);
+      // On PostgreSQL the ten statements are held at the table until all ten have arrived (the pool has 10
+      // connections), then start together. PGlite runs one statement at a time anyway.
+      const url = location.options.databaseUrl;
+      const held = url === undefined ? undefined : await holdWrites(url);
+      let answers: request.Response[];
+      try {
+        // `.then` sends each request now, before the wait below.
+        const racing = Promise.all(Array.from({ length: 10 }, (_, i) => post(app, user, `racer ${i}`).then((r) => r)));
+        await held?.waitingFor(10);
+        await held?.release();
+        answers = await racing;
+      } finally {
+        await held?.release();
+      }
+      const statuses = answers.map((res) => res.status).sort();
+      expect(statuses).toStrictEqual([201, 409, 409, 409, 409, 409, 409, 409, 409, 409]);
+      for (const res of answers.filter((r) => r.status === 409)) expect(res.body).toStrictEqual(full(4));
+      const winner = answers.find((res) => res.status === 201)?.body.todoItem;
+      const titles = (await list(user)).map((i) => i.title).sort();
+      expect(titles).toStrictEqual(["a", "b", "c", winner?.title].sort());
+    });
+
+    it("when the limit is lowered below a list's size, the list stays whole and creates get 409 until it is under the limit", async () => {
+      const user = newUser();
+      for (const title of ["a", "b", "c", "d"]) await post(t.app, user, title).expect(201);
+      const lowered = appWith(t.repository, { maxItemsPerUser: 2 });
+      await post(lowered, user, "e").expect(409, full(2));
+      const items = await list(user);
+      expect(items.map((i) => i.title)).toStrictEqual(["a", "b", "c", "d"]);
+      await request(lowered).delete(`/users/${user}/todos/${items[0]?.id}`).expect(200);
+      await request(lowered).delete(`/users/${user}/todos/${items[1]?.id}`).expect(200);
+      await post(lowered, user, "e").expect(409, full(2));
+      await request(lowered).delete(`/users/${user}/todos/${items[2]?.id}`).expect(200);
+      await post(lowered, user, "e").expect(201);
+    });
+  });
+
   describe("PUT /users/:userId/todos/:itemId", () => {
     it("when the title changes, answers 200 with the updated item and stores it", async () => {
       const user = newUser();
@@ -556,7 +628,8 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
 });
 
 // Every response above was checked against /openapi.json (setup/openapi-responses.ts); these are the routes
-// and statuses the suite covered. The database failures (GET /ready 503, storage 500s) are in outage.test.ts.
+// and statuses the suite covered. The database failures (GET /ready 503, storage 500s) are in outage.test.ts;
+// the 409s come from apps with a small item limit (appWith), whose responses are checked by their own recorder.
 afterAll(() => {
   expect(checkRecordedResponses(todosOpenApi(), recorder.responses)).toStrictEqual([
     "DELETE /users/{userId}/todos/{itemId} 200",

@@ -9,6 +9,7 @@ import { base64url, exportJWK, generateKeyPair, type JWK, type JWTPayload, type 
 import request from "supertest";
 import { configSchema } from "../src/config";
 import { AUTH_MESSAGES, authFromConfig, createJwtAuth, type TodosAuth } from "../src/http/auth";
+import { fetchKeySet } from "../src/http/key-set";
 import type { TodoRepository } from "../src/storage/repository";
 import { todosOpenApi } from "./setup/openapi-responses";
 import { MAIN, startService } from "./support/service-process";
@@ -53,6 +54,8 @@ function hmacKey(secret: string, alg = "HS256"): SigningKey {
 }
 
 const now = () => Math.floor(Date.now() / 1000);
+const DAY = 86_400;
+const YEAR = 365 * DAY;
 
 /** A token for `sub` with the service's iss and aud, valid for 5 minutes; `claims` override or drop (undefined). */
 function token(key: SigningKey, sub: string | undefined, claims: JWTPayload = {}): Promise<string> {
@@ -75,8 +78,12 @@ interface KeyServer {
   url: URL;
   /** What it serves now; replace it to rotate. */
   keys: JWK[];
-  /** Answer this status instead of the set; "hang" never answers. */
-  failure: number | "hang" | undefined;
+  /**
+   * Answer this status instead of the set; "hang" never answers; "stall" sends 200 and the headers, then the
+   * start of the body, and never the rest; "huge" sends the set padded with spaces to 4 MiB, in chunks;
+   * "html" sends 200 with an HTML page.
+   */
+  failure: number | "hang" | "stall" | "huge" | "html" | undefined;
   /** Requests received. */
   fetches: number;
   close(): Promise<void>;
@@ -99,15 +106,31 @@ async function startKeyServer(keys: JWK[]): Promise<KeyServer> {
     state.fetches++;
     if (req.url !== "/.well-known/jwks.json") res.writeHead(404).end();
     else if (state.failure === "hang") hanging.push(res);
+    else if (state.failure === "stall") {
+      res.writeHead(200, { "content-type": "application/json" }).write('{"keys":[');
+      hanging.push(res);
+    } else if (state.failure === "huge") {
+      const set = JSON.stringify({ keys: state.keys });
+      res.writeHead(200, { "content-type": "application/json" });
+      const chunk = " ".repeat(64 * 1024);
+      for (let sent = set.length; sent < 4 * 1024 * 1024; sent += chunk.length) res.write(chunk);
+      res.end(set);
+    } else if (state.failure === "html") res.writeHead(200, { "content-type": "text/html" }).end("<html></html>");
     else if (state.failure !== undefined) res.writeHead(state.failure).end("provider down");
-    else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys: state.keys }));
+    else {
+      const set = JSON.stringify({ keys: state.keys });
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(set) }).end(set);
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   state.url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/.well-known/jwks.json`);
   return state;
 }
 
-function jwksAuth(server: KeyServer, options: { cooldownMs?: number; timeoutMs?: number } = {}): TodosAuth {
+function jwksAuth(
+  server: KeyServer,
+  options: { cooldownMs?: number; timeoutMs?: number; maxBytes?: number } = {},
+): TodosAuth {
   return createJwtAuth({
     keys: { jwksUrl: server.url, ...options },
     issuer: ISSUER,
@@ -185,6 +208,12 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       await request(app).get("/users/alice/todos").set("authorization", `bearer ${t}`).expect(200);
     });
 
+    it("when its lifetime is exactly 24 h, or its iat up to 60 s ahead of this host's clock, is accepted", async () => {
+      await list(app, "alice", await token(k1, "alice", { exp: now() + DAY })).expect(200);
+      await list(app, "alice", await token(k1, "alice", { iat: now() - DAY + 300, exp: now() + 300 })).expect(200);
+      await list(app, "alice", await token(k1, "alice", { iat: now() + 50, exp: now() + 350 })).expect(200);
+    });
+
     it("when the userId needs percent-encoding, compares sub with the decoded path", async () => {
       await list(app, "a b/é", await token(k1, "a b/é")).expect(200, { todoItems: [] });
     });
@@ -209,6 +238,11 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       ["has expired", () => token(k1, "alice", { iat: now() - 600, exp: now() - 60 })],
       ["is not yet valid (nbf)", () => token(k1, "alice", { nbf: now() + 600 })],
       ["has no exp", () => token(k1, "alice", { exp: undefined })],
+      ["has no iat", () => token(k1, "alice", { iat: undefined })],
+      ["expires 100 years from now", () => token(k1, "alice", { exp: now() + 100 * YEAR })],
+      ["was issued a year in the future", () => token(k1, "alice", { iat: now() + YEAR, exp: now() + YEAR + 300 })],
+      ["declares a lifetime one second over 24 h", () => token(k1, "alice", { exp: now() + DAY + 1 })],
+      ["was issued 61 s in the future", () => token(k1, "alice", { iat: now() + 61, exp: now() + 361 })],
       ["has no sub", () => token(k1, undefined)],
       ["has a sub that is not a string", () => token(k1, undefined, { sub: 42 as unknown as string })],
       ["is for another audience", () => token(k1, "alice", { aud: "some-other-api" })],
@@ -388,14 +422,15 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       }
     });
 
-    it("when the provider answers 500, is unreachable or too slow, answers 503 (not 401), then recovers", async () => {
+    it("when the provider answers 500, is unreachable or too slow, answers 503 (not 401) with Retry-After, then recovers", async () => {
       const server = await startKeyServer([published(k1)]);
       try {
         const flaky = appWith(repository, { auth: jwksAuth(server, { timeoutMs: 200 }) });
         const t = await token(k1, "alice");
         const unavailable = { error: AUTH_MESSAGES.keysUnavailable };
         server.failure = 500;
-        await list(flaky, "alice", t).expect(503, unavailable);
+        const refused = await list(flaky, "alice", t).expect(503, unavailable);
+        expect(refused.headers["retry-after"]).toBe("1"); // the 200 ms deadline, in whole seconds
         server.failure = "hang";
         await list(flaky, "alice", t).expect(503, unavailable);
         server.failure = undefined;
@@ -404,7 +439,66 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
         await server.close();
       }
       const gone = appWith(repository, { auth: jwksAuth(server) }); // its port is closed now
-      await list(gone, "alice", await token(k1, "alice")).expect(503, { error: AUTH_MESSAGES.keysUnavailable });
+      const res = await list(gone, "alice", await token(k1, "alice")).expect(503, {
+        error: AUTH_MESSAGES.keysUnavailable,
+      });
+      expect(res.headers["retry-after"]).toBe("5"); // the default 5 s deadline
+    });
+
+    // Bounded without the deadline under test: a request that hangs fails here instead of waiting for Jest.
+    const BOUND = { deadline: 10_000 };
+
+    it("when the provider sends its headers and then stalls the body, answers 503 with Retry-After, and the next request after it recovers fetches again", async () => {
+      const server = await startKeyServer([published(k1)]);
+      try {
+        const stalled = appWith(repository, { auth: jwksAuth(server, { timeoutMs: 300 }) });
+        const t = await token(k1, "alice");
+        server.failure = "stall";
+        // Three requests at once share the one fetch, and all get the 503 when its deadline passes.
+        const answers = await Promise.all([1, 2, 3].map(() => list(stalled, "alice", t).timeout(BOUND)));
+        for (const res of answers) {
+          expect({ status: res.status, body: res.body, retryAfter: res.headers["retry-after"] }).toStrictEqual({
+            status: 503,
+            body: { error: AUTH_MESSAGES.keysUnavailable },
+            retryAfter: "1",
+          });
+        }
+        expect(server.fetches).toBe(1);
+
+        server.failure = undefined;
+        await list(stalled, "alice", t).timeout(BOUND).expect(200, { todoItems: [] });
+        expect(server.fetches).toBe(2); // a new fetch: nothing left waiting on the stalled one
+      } finally {
+        await server.close();
+      }
+    });
+
+    it("when the key set is over the size cap (a valid set padded to 4 MiB), answers 503, then recovers", async () => {
+      const server = await startKeyServer([published(k1)]);
+      try {
+        const capped = appWith(repository, { auth: jwksAuth(server) }); // the default 256 KiB cap
+        const t = await token(k1, "alice");
+        server.failure = "huge";
+        const res = await list(capped, "alice", t).timeout(BOUND).expect(503, { error: AUTH_MESSAGES.keysUnavailable });
+        expect(res.headers["retry-after"]).toBe("5");
+        server.failure = undefined;
+        await list(capped, "alice", t).timeout(BOUND).expect(200, { todoItems: [] });
+        expect(server.fetches).toBe(2);
+      } finally {
+        await server.close();
+      }
+    });
+
+    it("when the key set declares a Content-Length over the cap, answers 503", async () => {
+      const server = await startKeyServer([published(k1)]);
+      try {
+        const small = appWith(repository, { auth: jwksAuth(server, { maxBytes: 64 }) });
+        await list(small, "alice", await token(k1, "alice"))
+          .timeout(BOUND)
+          .expect(503, { error: AUTH_MESSAGES.keysUnavailable });
+      } finally {
+        await server.close();
+      }
     });
 
     it("when the provider serves something that is not a key set, answers 503", async () => {
@@ -417,6 +511,62 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
         await server.close();
       }
     });
+  });
+});
+
+describe("fetchKeySet (one fetch of the provider's key set)", () => {
+  let server: KeyServer;
+  beforeEach(async () => {
+    server = await startKeyServer([published(k1)]);
+  });
+  afterEach(async () => {
+    await server.close();
+  });
+  const unavailable = (problem: string) => ({
+    name: "KeySetUnavailable",
+    message: `JSON Web Key Set unavailable: ${problem}`,
+  });
+  const fetchFrom = (options: { timeoutMs?: number; maxBytes?: number } = {}) =>
+    fetchKeySet({ url: server.url, timeoutMs: options.timeoutMs ?? 5_000, maxBytes: options.maxBytes ?? 256 * 1024 });
+
+  it("when the server answers the set, resolves to it", async () => {
+    await expect(fetchFrom()).resolves.toStrictEqual({ keys: [published(k1)] });
+  });
+
+  it("when the server stalls after the headers, rejects at the deadline", async () => {
+    server.failure = "stall";
+    await expect(fetchFrom({ timeoutMs: 200 })).rejects.toMatchObject(
+      unavailable("no complete answer within the deadline"),
+    );
+  });
+
+  it("when the server never answers, rejects at the deadline", async () => {
+    server.failure = "hang";
+    await expect(fetchFrom({ timeoutMs: 200 })).rejects.toMatchObject(
+      unavailable("no complete answer within the deadline"),
+    );
+  });
+
+  it("when the body declares more bytes than the cap, rejects naming both", async () => {
+    const size = Buffer.byteLength(JSON.stringify({ keys: [published(k1)] }));
+    await expect(fetchFrom({ maxBytes: 64 })).rejects.toMatchObject(
+      unavailable(`the body declares ${size} bytes, over 64`),
+    );
+  });
+
+  it("when a body without Content-Length grows past the cap, rejects", async () => {
+    server.failure = "huge";
+    await expect(fetchFrom()).rejects.toMatchObject(unavailable(`the body is over ${256 * 1024} bytes`));
+  });
+
+  it("when the server answers another status, rejects naming it", async () => {
+    server.failure = 502;
+    await expect(fetchFrom()).rejects.toMatchObject(unavailable("the server answered 502"));
+  });
+
+  it("when the body is not JSON, rejects", async () => {
+    server.failure = "html";
+    await expect(fetchFrom()).rejects.toMatchObject(unavailable("the body is not JSON"));
   });
 });
 
@@ -448,6 +598,8 @@ describe("sign-in with an HS256 shared secret", () => {
     ["ES256 (a key set's algorithm)", () => token(k1, "sam")],
     ["unsigned (alg none)", async () => unsignedToken("sam")],
     ["expired", () => token(hmacKey(SECRET), "sam", { exp: now() - 60 })],
+    ["valid for 100 years", () => token(hmacKey(SECRET), "sam", { exp: now() + 100 * YEAR })],
+    ["issued a year in the future", () => token(hmacKey(SECRET), "sam", { iat: now() + YEAR, exp: now() + YEAR + 60 })],
     ["for another audience", () => token(hmacKey(SECRET), "sam", { aud: "x" })],
   ])("when the token is %s, answers 401 invalid_token", async (_situation, make) => {
     const res = await list(app, "sam", await make()).expect(401, { error: AUTH_MESSAGES.invalid });
@@ -481,7 +633,7 @@ describe("/openapi.json with sign-in on", () => {
       "GET /ready 200,503 null",
       `GET /users/{userId}/todos 200,400,401,403,500,503 ${bearer}`,
       `GET /v1/user/{userId}/todos 200,400,401,403,500,503 ${bearer}`,
-      `POST /users/{userId}/todos 201,400,401,403,413,415,500,503 ${bearer}`,
+      `POST /users/{userId}/todos 201,400,401,403,409,413,415,500,503 ${bearer}`,
       `PUT /users/{userId}/todos/{itemId} 200,400,401,403,404,413,415,500,503 ${bearer}`,
     ]);
     expect(doc.components?.securitySchemes).toStrictEqual({
@@ -542,6 +694,53 @@ describe("TODOS_AUTH and TODOS_JWT_* configuration", () => {
     const auth = authFromConfig(loadConfig(configSchema, { ...base, TODOS_JWT_SECRET: SECRET }));
     expect(auth).toMatchObject({ keySource: "secret", adminClaim: undefined });
     await expect(auth?.verify(await token(hmacKey(SECRET), "sam"))).resolves.toMatchObject({ sub: "sam" });
+  });
+
+  it("when TODOS_JWT_MAX_LIFETIME and TODOS_JWT_MAX_FUTURE_IAT are unset, bounds tokens to 24 h and 60 s", () => {
+    const auth = authFromConfig(loadConfig(configSchema, { ...base, TODOS_JWT_SECRET: SECRET }));
+    expect(auth?.tokenTimes).toStrictEqual({ maxLifetimeSeconds: 86_400, maxFutureIatSeconds: 60 });
+  });
+
+  it("when TODOS_JWT_MAX_LIFETIME=300 and TODOS_JWT_MAX_FUTURE_IAT=0, refuses a 301 s token and one issued ahead, accepts one of 300 s", async () => {
+    const auth = authFromConfig(
+      loadConfig(configSchema, {
+        ...base,
+        TODOS_JWT_SECRET: SECRET,
+        TODOS_JWT_MAX_LIFETIME: "300",
+        TODOS_JWT_MAX_FUTURE_IAT: "0",
+      }),
+    ) as TodosAuth;
+    const issued = now();
+    const key = hmacKey(SECRET);
+    await expect(auth.verify(await token(key, "sam", { iat: issued, exp: issued + 300 }))).resolves.toMatchObject({
+      sub: "sam",
+    });
+    await expect(auth.verify(await token(key, "sam", { iat: issued, exp: issued + 301 }))).rejects.toMatchObject({
+      status: 401,
+      message: AUTH_MESSAGES.invalid,
+      cause: expect.objectContaining({ message: "token lifetime (exp - iat) over 300 s" }),
+    });
+    await expect(auth.verify(await token(key, "sam", { iat: now() + 30, exp: now() + 60 }))).rejects.toMatchObject({
+      status: 401,
+      cause: expect.objectContaining({ message: '"iat" claim timestamp check failed (more than 0 s in the future)' }),
+    });
+  });
+
+  it.each([
+    ["TODOS_JWT_MAX_LIFETIME", "59", "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["TODOS_JWT_MAX_LIFETIME", "31536001", "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["TODOS_JWT_MAX_LIFETIME", "24h", "TODOS_JWT_MAX_LIFETIME: must be a whole number of seconds (60-31536000)"],
+    ["TODOS_JWT_MAX_LIFETIME", "1.5e3", "TODOS_JWT_MAX_LIFETIME: must be a whole number of seconds (60-31536000)"],
+    ["TODOS_JWT_MAX_FUTURE_IAT", "3601", "TODOS_JWT_MAX_FUTURE_IAT: must be 0-3600 seconds"],
+    ["TODOS_JWT_MAX_FUTURE_IAT", "-1", "TODOS_JWT_MAX_FUTURE_IAT: must be a whole number of seconds (0-3600)"],
+  ])("when %s=%s, refuses it naming the range", (name, value, message) => {
+    expect(problems({ ...base, TODOS_JWT_SECRET: SECRET, [name]: value })).toStrictEqual([message]);
+  });
+
+  it("when a time bound is set while TODOS_AUTH is off, refuses naming TODOS_AUTH", () => {
+    expect(problems({ TODOS_JWT_MAX_LIFETIME: "3600" })).toStrictEqual([
+      'TODOS_AUTH: must be "jwt" when TODOS_JWT_MAX_LIFETIME is set (it is "off")',
+    ]);
   });
 
   it("when jwt has neither key source, refuses naming TODOS_JWT_JWKS_URL", () => {

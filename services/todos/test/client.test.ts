@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { ApiError, createTodosClient, type TodoItem, type TodosApiError } from "@localdecider/contracts";
+import { ApiError, createTodosClient, TODO_MESSAGES, type TodoItem, type TodosApiError } from "@localdecider/contracts";
 import { serve } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { SignJWT } from "jose";
@@ -101,6 +101,42 @@ describe.each(STORAGE_MODES)("createTodosClient against the running service ($na
   });
 });
 
+describe("createTodosClient at the per-user item limit", () => {
+  let location: StorageLocation;
+  let t: TestApp;
+  let server: { url: string; close: () => Promise<void> };
+
+  beforeAll(async () => {
+    location = await postgresMode.locate();
+    t = await buildApp(location.options);
+    server = await listen(appWith(t.repository, { maxItemsPerUser: 1 }));
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await t?.repository.close();
+    await location?.dispose();
+  });
+
+  it("a create on a full list throws ApiError 409 with the service's message and details, and nothing is stored", async () => {
+    const client = createTodosClient({ baseUrl: server.url });
+    await client.createTodo({ params: { userId: "full" }, body: { title: "only" } });
+    const error = (await fail(
+      client.createTodo({ params: { userId: "full" }, body: { title: "one more" } }),
+    )) as TodosApiError;
+    expect(error).toBeInstanceOf(ApiError);
+    expect([error.status, error.message, error.code, error.details]).toStrictEqual([
+      409,
+      TODO_MESSAGES.listFull,
+      undefined,
+      [{ path: "todoItems", message: "holds the most items allowed (1); delete some first" }],
+    ]);
+    expect((await client.listTodos({ params: { userId: "full" } })).todoItems.map((i) => i.title)).toStrictEqual([
+      "only",
+    ]);
+  });
+});
+
 describe("createTodosClient with sign-in on", () => {
   const secret = randomBytes(32).toString("base64url");
   const auth = createJwtAuth({ keys: { secret }, issuer: "https://issuer.test", audience: "todos-api" });
@@ -110,6 +146,7 @@ describe("createTodosClient with sign-in on", () => {
       .setSubject(sub)
       .setIssuer("https://issuer.test")
       .setAudience("todos-api")
+      .setIssuedAt()
       .setExpirationTime("5m")
       .sign(new TextEncoder().encode(secret));
   let location: StorageLocation;

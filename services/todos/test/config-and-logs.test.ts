@@ -10,6 +10,7 @@ describe("configSchema", () => {
       TODOS_HOST: "127.0.0.1",
       TODOS_PORT: 3000,
       TODOS_DATA_DIR: "./data/todos",
+      TODOS_MAX_ITEMS_PER_USER: 10_000,
       LOG_LEVEL: "info",
       TODOS_AUTH: "off",
     });
@@ -28,6 +29,9 @@ describe("configSchema", () => {
         TODOS_JWT_ISSUER: "https://issuer.example/",
         TODOS_JWT_AUDIENCE: "todos",
         TODOS_JWT_ADMIN_CLAIM: "todos_admin",
+        TODOS_JWT_MAX_LIFETIME: "3600",
+        TODOS_JWT_MAX_FUTURE_IAT: "30",
+        TODOS_MAX_ITEMS_PER_USER: "500",
       }),
     ).toStrictEqual({
       TODOS_HOST: "0.0.0.0",
@@ -40,6 +44,9 @@ describe("configSchema", () => {
       TODOS_JWT_ISSUER: "https://issuer.example/",
       TODOS_JWT_AUDIENCE: "todos",
       TODOS_JWT_ADMIN_CLAIM: "todos_admin",
+      TODOS_JWT_MAX_LIFETIME: 3600,
+      TODOS_JWT_MAX_FUTURE_IAT: 30,
+      TODOS_MAX_ITEMS_PER_USER: 500,
     });
   });
 

@@ -19,6 +19,12 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   ],
   DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
   TODOS_DATA_DIR: [],
+  TODOS_MAX_ITEMS_PER_USER: [
+    ["0", {}, "TODOS_MAX_ITEMS_PER_USER: Too small: expected number to be >=1"],
+    ["1000001", {}, "TODOS_MAX_ITEMS_PER_USER: Too big: expected number to be <=1000000"],
+    ["1.5", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected int, received number"],
+    ["lots", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected number, received NaN"],
+  ],
   LOG_LEVEL: [
     [
       "loud",
@@ -58,6 +64,15 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   TODOS_JWT_AUDIENCE: [[undefined, SIGN_IN, "TODOS_JWT_AUDIENCE: is required when TODOS_AUTH=jwt"]],
   TODOS_JWT_ADMIN_CLAIM: [
     ["sub", SIGN_IN, "TODOS_JWT_ADMIN_CLAIM: must not be a registered claim (iss, sub, aud, exp, nbf, iat, jti)"],
+  ],
+  TODOS_JWT_MAX_LIFETIME: [
+    ["0", SIGN_IN, "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["86400000", SIGN_IN, "TODOS_JWT_MAX_LIFETIME: must be 60-31536000 seconds"],
+    ["1d", SIGN_IN, "TODOS_JWT_MAX_LIFETIME: must be a whole number of seconds (60-31536000)"],
+  ],
+  TODOS_JWT_MAX_FUTURE_IAT: [
+    ["3601", SIGN_IN, "TODOS_JWT_MAX_FUTURE_IAT: must be 0-3600 seconds"],
+    ["60", {}, 'TODOS_AUTH: must be "jwt" when TODOS_JWT_MAX_FUTURE_IAT is set (it is "off")'],
   ],
 };
 

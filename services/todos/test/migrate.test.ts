@@ -15,6 +15,8 @@ import { migratePglite, migratePostgres } from "../src/storage/open-storage";
 import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
 
 const INIT = "20261122044500_init";
+const LIST_SIZE = "20261125190000_todo_list_size";
+const ALL = [INIT, LIST_SIZE];
 
 interface MigrationRow {
   id: string;
@@ -59,20 +61,26 @@ describe("migrate() on PostgreSQL", () => {
   const rows = () => queryDatabase<MigrationRow>(db.url, `SELECT * FROM "_prisma_migrations"`);
 
   it("when the database is empty, applies every migration and records it as Prisma does", async () => {
-    expect(await migratePostgres(db.url)).toStrictEqual([INIT]);
-    const sql = await readFile(path.join(__dirname, "..", "prisma", "migrations", INIT, "migration.sql"));
-    expect(await rows()).toStrictEqual([
-      {
+    expect(await migratePostgres(db.url)).toStrictEqual(ALL);
+    const checksums = await Promise.all(
+      ALL.map(async (name) =>
+        createHash("sha256")
+          .update(await readFile(path.join(__dirname, "..", "prisma", "migrations", name, "migration.sql")))
+          .digest("hex"),
+      ),
+    );
+    expect(await rows()).toStrictEqual(
+      ALL.map((name, i) => ({
         id: expect.stringMatching(/^[0-9a-f-]{36}$/),
-        checksum: createHash("sha256").update(sql).digest("hex"),
-        migration_name: INIT,
+        checksum: checksums[i],
+        migration_name: name,
         finished_at: expect.any(Date),
         rolled_back_at: null,
         started_at: expect.any(Date),
         applied_steps_count: 1,
         logs: null,
-      },
-    ]);
+      })),
+    );
   });
 
   it("when the bookkeeping table is created, its columns match Prisma's _prisma_migrations exactly", async () => {
@@ -151,8 +159,8 @@ describe("migrate() on PostgreSQL", () => {
 
   it("when two runners start at once on a fresh database, each migration is applied exactly once", async () => {
     const results = await Promise.all([migratePostgres(db.url), migratePostgres(db.url), migratePostgres(db.url)]);
-    expect(results.flat()).toStrictEqual([INIT]);
-    expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
+    expect(results.flat()).toStrictEqual(ALL);
+    expect((await rows()).map((r) => r.migration_name)).toStrictEqual(ALL);
   });
 
   it("when an applied migration's file has changed, refuses with a clear error", async () => {
@@ -180,7 +188,7 @@ describe("migrate() on PostgreSQL", () => {
     try {
       const connection = connectionOver(client);
       await expect(migrate(connection, [...good, broken])).rejects.toThrow(/Migration 20300101000000_broken failed/);
-      expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
+      expect((await rows()).map((r) => r.migration_name)).toStrictEqual(ALL);
       expect(await queryDatabase(db.url, `SELECT to_regclass('x') AS t`)).toStrictEqual([{ t: null }]);
       // The lock was released: a later run proceeds.
       expect(await migrate(connection, good)).toStrictEqual([]);
@@ -210,7 +218,7 @@ describe("migrate() on PostgreSQL", () => {
       await client.end();
     }
     // The dead session's transaction was rolled back by the server and its advisory lock freed.
-    expect((await rows()).map((r) => r.migration_name)).toStrictEqual([INIT]);
+    expect((await rows()).map((r) => r.migration_name)).toStrictEqual(ALL);
     expect(await queryDatabase(db.url, `SELECT to_regclass('x') AS t`)).toStrictEqual([{ t: null }]);
     expect(await migratePostgres(db.url)).toStrictEqual([]);
   });
@@ -254,6 +262,64 @@ describe("migrate() on PostgreSQL", () => {
           'CREATE INDEX "TodoItem_userId_createdAt_id_idx" ON public."TodoItem" USING btree ("userId", "createdAt", id)',
       },
     ]);
+  });
+});
+
+describe("the per-user item count (migration 20261125190000_todo_list_size) on PostgreSQL", () => {
+  let db: TestDatabase;
+  beforeEach(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await db.drop();
+  });
+  const sizes = () =>
+    queryDatabase<{ userId: string; items: number }>(db.url, `SELECT * FROM "TodoListSize" ORDER BY "userId"`);
+  const insert = (userId: string, count: number) =>
+    queryDatabase(
+      db.url,
+      `INSERT INTO "TodoItem" ("id", "userId", "title", "updatedAt")
+       SELECT gen_random_uuid(), $1, 'item ' || g, now() FROM generate_series(1, $2::int) AS g`,
+      [userId, count],
+    );
+
+  it("when items exist before it, the migration counts each user's", async () => {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const [init, ...later] = await loadMigrations();
+      expect(await migrate(connectionOver(client), init === undefined ? [] : [init])).toStrictEqual([INIT]);
+      await insert("ann", 3);
+      await insert("bob", 1);
+      expect(await migrate(connectionOver(client), [...(init === undefined ? [] : [init]), ...later])).toStrictEqual([
+        LIST_SIZE,
+      ]);
+    } finally {
+      await client.end();
+    }
+    expect(await sizes()).toStrictEqual([
+      { userId: "ann", items: 3 },
+      { userId: "bob", items: 1 },
+    ]);
+  });
+
+  it("after it, the count follows every write made with SQL: inserts, deletes, an owner change, TRUNCATE", async () => {
+    await migratePostgres(db.url);
+    await insert("ann", 4);
+    await insert("bob", 2);
+    await queryDatabase(
+      db.url,
+      `DELETE FROM "TodoItem" WHERE "id" IN (SELECT "id" FROM "TodoItem" WHERE "userId" = 'ann' LIMIT 1)`,
+    );
+    await queryDatabase(db.url, `UPDATE "TodoItem" SET "userId" = 'cy' WHERE "userId" = 'bob'`);
+    await queryDatabase(db.url, `UPDATE "TodoItem" SET "title" = 'renamed', "userId" = "userId"`);
+    expect(await sizes()).toStrictEqual([
+      { userId: "ann", items: 3 },
+      { userId: "bob", items: 0 },
+      { userId: "cy", items: 2 },
+    ]);
+    await queryDatabase(db.url, `TRUNCATE "TodoItem"`);
+    expect(await sizes()).toStrictEqual([]);
   });
 });
 
@@ -345,12 +411,12 @@ describe("migrate() on PGlite", () => {
   it("when run twice on the same database, applies the migrations once", async () => {
     const db = await PGlite.create();
     try {
-      expect(await migratePglite(db)).toStrictEqual([INIT]);
+      expect(await migratePglite(db)).toStrictEqual(ALL);
       expect(await migratePglite(db)).toStrictEqual([]);
       const { rows } = await db.query<{ migration_name: string; applied_steps_count: number }>(
         `SELECT migration_name, applied_steps_count FROM "_prisma_migrations"`,
       );
-      expect(rows).toStrictEqual([{ migration_name: INIT, applied_steps_count: 1 }]);
+      expect(rows).toStrictEqual(ALL.map((name) => ({ migration_name: name, applied_steps_count: 1 })));
     } finally {
       await db.close();
     }

@@ -11,7 +11,7 @@ describe("the route contracts as an OpenAPI document", () => {
       ),
     );
     expect(operations.sort()).toStrictEqual([
-      "createTodo POST /users/{userId}/todos 201,400,413,415,500",
+      "createTodo POST /users/{userId}/todos 201,400,409,413,415,500",
       "deleteTodo DELETE /users/{userId}/todos/{itemId} 200,400,404,500",
       "health GET /health 200",
       "listTodos GET /users/{userId}/todos 200,400,500",
@@ -20,5 +20,24 @@ describe("the route contracts as an OpenAPI document", () => {
       "updateTodo PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,500",
     ]);
     expect(Object.keys(todosRoutes).sort()).toStrictEqual(operations.map((o) => o.split(" ")[0]).sort());
+  });
+
+  it("describes the list's paging parameters with their bounds, and the create's 409 for a full list", () => {
+    const doc = buildTodosOpenApi();
+    for (const path of ["/users/{userId}/todos", "/v1/user/{userId}/todos"]) {
+      const parameters = doc.paths[path]?.get?.parameters as { in: string; name: string; description?: string }[];
+      expect(parameters.filter((p) => p.in === "query").map((p) => [p.name, p.description])).toStrictEqual([
+        [
+          "limit",
+          "Page size, 1-100 (decimal digits, given once). Alone: the first page. Without limit and page: the whole list.",
+        ],
+        [
+          "page",
+          "Page number, 1-1000000 (decimal digits, given once), of pages of `limit` items (100 without limit). A page past the end is empty.",
+        ],
+      ]);
+    }
+    const responses = doc.paths["/users/{userId}/todos"]?.post?.responses as Record<string, { description: string }>;
+    expect(responses["409"]?.description).toMatch(/^The user's list already holds the most items/);
   });
 });

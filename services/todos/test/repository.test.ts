@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import type { SqlQueryable } from "@prisma/driver-adapter-utils";
 import type pg from "pg";
+import { DEFAULT_MAX_ITEMS_PER_USER } from "../src/config";
 import type { PrismaClient } from "../src/generated/prisma/client";
 import { openStorage } from "../src/storage/open-storage";
 import { PrismaTodoRepository } from "../src/storage/prisma-repository";
-import type { TodoRecord, TodoRepository } from "../src/storage/repository";
+import type { NewTodo, TodoRecord, TodoRepository } from "../src/storage/repository";
 
-import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
+import { createTestDatabase, holdWrites, queryDatabase, type TestDatabase } from "./support/postgres";
 import { STORAGE_MODES, type StorageLocation } from "./support/storage-modes";
 
 describe("PrismaTodoRepository on PostgreSQL", () => {
@@ -70,7 +71,7 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
   it("when operations run, reports each to the onQuery hook with its outcome", async () => {
     observed.length = 0;
     const user = `hook-${randomUUID()}`;
-    const created = await repository.create(user, { title: "x", completed: false });
+    const created = await mustCreate(repository, user, { title: "x", completed: false });
     await repository.list(user);
     await repository.update(user, created.id, { completed: true });
     await repository.delete(user, created.id);
@@ -87,7 +88,7 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
   it("when an operation fails, reports it with ok = false and rethrows", async () => {
     observed.length = 0;
     // A title over VARCHAR(500) bypassing HTTP validation: the database refuses it.
-    await expect(repository.create("u", { title: "x".repeat(501), completed: false })).rejects.toThrow();
+    await expect(mustCreate(repository, "u", { title: "x".repeat(501), completed: false })).rejects.toThrow();
     expect(observed).toStrictEqual([["todoItem.create", false]]);
   });
 
@@ -97,7 +98,7 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     try {
       const user = `prepared-${randomUUID()}`;
       // One at a time, so the pool hands back its one idle connection each time (and to the check below).
-      const created = await other.create(user, { title: "x", completed: false });
+      const created = await mustCreate(other, user, { title: "x", completed: false });
       expect(await other.list(user)).toStrictEqual([created]);
       expect(await other.list(user)).toStrictEqual([created]);
       const names = await pool?.query<{ name: string; statement: string }>(
@@ -118,7 +119,7 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     [
       "the client ran statements too",
       "writes",
-      (r: TodoRepository) => Promise.all([r.create("a", { title: "t", completed: false }), r.list("a"), r.ping()]),
+      (r: TodoRepository) => Promise.all([mustCreate(r, "a", { title: "t", completed: false }), r.list("a"), r.ping()]),
     ],
   ])("when closed after %s, releases every database connection", async (_case, name, work) => {
     const url = new URL(db.url);
@@ -160,10 +161,10 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
 
   it("when items exist, returns exactly the records create returned (Date timestamps), oldest first, paged", async () => {
     const user = `types-${randomUUID()}`;
-    const first = await repository.create(user, { title: "first", completed: false });
-    const second = await repository.create(user, { title: "second", completed: true });
-    const third = await repository.create(user, { title: "third", completed: false });
-    await repository.create(`other-${randomUUID()}`, { title: "not mine", completed: false });
+    const first = await mustCreate(repository, user, { title: "first", completed: false });
+    const second = await mustCreate(repository, user, { title: "second", completed: true });
+    const third = await mustCreate(repository, user, { title: "third", completed: false });
+    await mustCreate(repository, `other-${randomUUID()}`, { title: "not mine", completed: false });
     const all = await repository.list(user);
     expect(all).toStrictEqual([first, second, third].sort((a, b) => order(a, b)));
     expect(all[0]?.createdAt).toBeInstanceOf(Date);
@@ -174,10 +175,10 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
   it("when creates, lists and a failing write are asked for at once, then each gets its own answer and nothing is lost", async () => {
     const user = `burst-${randomUUID()}`;
     const creates = Array.from({ length: 40 }, (_, i) =>
-      repository.create(user, { title: `item ${i}`, completed: false }),
+      mustCreate(repository, user, { title: `item ${i}`, completed: false }),
     );
     const lists = Array.from({ length: 9 }, () => repository.list(user));
-    const failing = repository.create(user, { title: "x".repeat(501), completed: false });
+    const failing = mustCreate(repository, user, { title: "x".repeat(501), completed: false });
     const [created, listed, failed] = await Promise.all([
       Promise.all(creates),
       Promise.all(lists),
@@ -192,7 +193,55 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
     const all = await repository.list(user);
     expect(new Set(all.map((r) => r.id))).toStrictEqual(new Set(created.map((r) => r.id)));
   });
+
+  it("when the user holds maxItems items, create returns undefined and writes nothing; a delete makes room", async () => {
+    const user = `full-${randomUUID()}`;
+    const first = await repository.create(user, { title: "1", completed: false }, 2);
+    expect(await repository.create(user, { title: "2", completed: false }, 2)).toBeDefined();
+    expect(await repository.create(user, { title: "3", completed: false }, 2)).toBeUndefined();
+    expect((await repository.list(user)).map((r) => r.title)).toStrictEqual(["1", "2"]);
+    expect(await repository.create(`other-${randomUUID()}`, { title: "x", completed: false }, 2)).toBeDefined();
+    await repository.delete(user, (first as TodoRecord).id);
+    expect(await repository.create(user, { title: "3", completed: false }, 2)).toMatchObject({ title: "3" });
+    expect((await repository.list(user)).map((r) => r.title)).toStrictEqual(["2", "3"]);
+  });
+
+  it("when 10 creates race for the last 2 places, exactly 2 are written", async () => {
+    const user = `race-${randomUUID()}`;
+    for (let i = 0; i < 3; i++) await mustCreate(repository, user, { title: `before ${i}`, completed: false });
+    // On PostgreSQL the statements wait at the table until all ten have arrived, then start together.
+    const url = location.options.databaseUrl;
+    const held = url === undefined ? undefined : await holdWrites(url);
+    let results: (TodoRecord | undefined)[];
+    try {
+      const racing = Promise.all(
+        Array.from({ length: 10 }, (_, i) => repository.create(user, { title: `racer ${i}`, completed: false }, 5)),
+      );
+      await held?.waitingFor(10);
+      await held?.release();
+      results = await racing;
+    } finally {
+      await held?.release();
+    }
+    const written = results.filter((r) => r !== undefined);
+    expect(written).toHaveLength(2);
+    const all = await repository.list(user);
+    expect(all).toHaveLength(5);
+    expect(
+      all
+        .slice(3)
+        .map((r) => r.id)
+        .sort(),
+    ).toStrictEqual(written.map((r) => r.id).sort());
+  });
 });
+
+/** A create under the default item limit, which these tests never reach. */
+async function mustCreate(repository: TodoRepository, userId: string, todo: NewTodo): Promise<TodoRecord> {
+  const created = await repository.create(userId, todo, DEFAULT_MAX_ITEMS_PER_USER);
+  if (created === undefined) throw new Error(`the list of ${userId} is full`);
+  return created;
+}
 
 function order(a: TodoRecord, b: TodoRecord): number {
   return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);

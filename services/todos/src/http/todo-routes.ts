@@ -18,7 +18,7 @@ function toItem(record: TodoRecord): TodoItem {
  * checked against the contract's schemas (registerRoutes, with invalidTodosRequest's errors); sign-in, when
  * on, has already run.
  */
-export function todoHandlers(repository: TodoRepository): RouteHandlers<TodosRoutes> {
+export function todoHandlers(repository: TodoRepository, maxItemsPerUser: number): RouteHandlers<TodosRoutes> {
   // Item ids are UUIDs, stored in lower case; the path may spell them in either.
   const itemIdOf = (itemId: string) => itemId.toLowerCase();
   return {
@@ -40,7 +40,15 @@ export function todoHandlers(repository: TodoRepository): RouteHandlers<TodosRou
       return { status: 200, body: items.map(toItem) };
     },
     createTodo: async ({ params, body }) => {
-      const created = toItem(await repository.create(params.userId, body));
+      const record = await repository.create(params.userId, body, maxItemsPerUser);
+      if (record === undefined) {
+        throw new AppError(409, TODO_MESSAGES.listFull, {
+          details: [
+            { path: "todoItems", message: `holds the most items allowed (${maxItemsPerUser}); delete some first` },
+          ],
+        });
+      }
+      const created = toItem(record);
       return {
         status: 201,
         body: { success: true, todoItem: created },

@@ -39,7 +39,11 @@ export interface TodoRepository {
   readonly kind: StorageKind;
   /** The user's items ordered by creation time, id as tie-break; all of them unless a page is given. */
   list(userId: string, page?: Page): Promise<TodoRecord[]>;
-  create(userId: string, todo: NewTodo): Promise<TodoRecord>;
+  /**
+   * The new item, or undefined when the user already holds `maxItems` items (or more): nothing is written
+   * then. Decided in the database under a per-user lock, so concurrent creates never exceed `maxItems`.
+   */
+  create(userId: string, todo: NewTodo, maxItems: number): Promise<TodoRecord | undefined>;
   /** The updated item, or undefined when the user has no item with that id (nothing is changed then). */
   update(userId: string, id: string, patch: TodoPatch): Promise<TodoRecord | undefined>;
   /** Whether an item was deleted. */

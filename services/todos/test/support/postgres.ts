@@ -48,3 +48,44 @@ export async function queryDatabase<Row extends pg.QueryResultRow>(
     await client.end();
   }
 }
+
+/** Writes to "TodoItem" held back by a lock in another session, so that they all start together. */
+export interface HeldWrites {
+  /** Resolves once `count` statements wait for the lock (checked every 20 ms, for at most 10 s). */
+  waitingFor(count: number): Promise<void>;
+  /** Releases the lock: the waiting statements then run at the same moment. */
+  release(): Promise<void>;
+}
+
+/**
+ * Holds every write to "TodoItem" until release(): an open transaction holding SHARE ROW EXCLUSIVE on it.
+ * Racing creates then run truly concurrently, instead of one after the other as their client happens to
+ * send them.
+ */
+export async function holdWrites(url: string): Promise<HeldWrites> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`BEGIN; LOCK TABLE "TodoItem" IN SHARE ROW EXCLUSIVE MODE`);
+  let released = false;
+  return {
+    async waitingFor(count) {
+      for (let i = 0; i < 500; i++) {
+        const { rows } = await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = '"TodoItem"'::regclass`,
+        );
+        if (rows[0]?.n === count) return;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      throw new Error(`${count} statements never waited for the lock on "TodoItem"`);
+    },
+    async release() {
+      if (released) return;
+      released = true;
+      try {
+        await client.query("COMMIT");
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}

@@ -61,10 +61,10 @@ export async function buildApp(options: StorageOptions): Promise<TestApp> {
 }
 
 /**
- * Another app over an open repository, e.g. with sign-in on; its responses are checked against the document
- * it serves itself (see setup/openapi-responses.ts).
+ * Another app over an open repository, e.g. with sign-in on or another item limit; its responses are checked
+ * against the document it serves itself (see setup/openapi-responses.ts).
  */
-export function appWith(repository: TodoRepository, deps: Pick<AppDeps, "auth"> = {}): Express {
+export function appWith(repository: TodoRepository, deps: Pick<AppDeps, "auth" | "maxItemsPerUser"> = {}): Express {
   return createApp({
     repository,
     logger: silentLogger,
