@@ -27,7 +27,8 @@ export const configSchema = z
       .optional(),
     LOCALDECIDER_UPSTREAM_MODEL: text("qwen2.5-1.5b-instruct"),
     LOCALDECIDER_UPSTREAM_API_KEY: text().optional(),
-    // Embedded engine: a GGUF path, an http(s) URL or hf:<user>/<repo>/<file>.gguf[#branch].
+    // Embedded engine: a GGUF path, an http(s) URL (its credentials are sent as basic auth, to its own origin
+    // only, and shown nowhere) or hf:<user>/<repo>/<file>.gguf[#branch].
     LOCALDECIDER_MODEL: text(DEFAULT_MODEL),
     // Embedded engine: where downloaded models are kept (default: the per-user cache directory).
     LOCALDECIDER_MODELS_DIR: text().optional(),
