@@ -114,6 +114,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     try {
       await downloadFile({
         url: source.url,
+        ...(source.authorization === undefined ? {} : { authorization: source.authorization }),
         dest,
         ...(this.options.sha256 === undefined ? {} : { sha256: this.options.sha256 }),
         signal: this.stop.signal,

@@ -35,13 +35,22 @@ afterEach(async () => {
 });
 
 describe("downloadFile", () => {
-  it("downloads with progress up to the whole size, checks it and renames it into place", async () => {
+  it("downloads with progress up to the whole size, checks it, renames it into place and records its SHA-256", async () => {
     server.serve("/m.gguf", { bytes: model });
     const seen: DownloadProgress[] = [];
     const dest = path.join(dir, "m.gguf");
     await downloadFile({ url: `${server.url}/m.gguf`, dest, sha256: HASH, onProgress: (p) => seen.push(p), ...fast });
     expect(sha256(fs.readFileSync(dest))).toBe(HASH);
-    expect(fs.readdirSync(dir)).toStrictEqual(["m.gguf"]);
+    expect(fs.readdirSync(dir).sort()).toStrictEqual(["m.gguf", "m.gguf.verified.json"]);
+    const stat = fs.statSync(dest);
+    expect(JSON.parse(fs.readFileSync(`${dest}.verified.json`, "utf8"))).toStrictEqual({
+      url: `${server.url}/m.gguf`,
+      sha256: HASH,
+      size: model.length,
+      ino: stat.ino,
+      mtimeMs: stat.mtimeMs,
+      ctimeMs: stat.ctimeMs,
+    });
     expect(seen.length).toBeGreaterThan(1);
     expect(seen.every((p) => p.total === model.length)).toBe(true);
     expect(seen.map((p) => p.received)).toStrictEqual([...seen.map((p) => p.received)].sort((a, b) => a - b));
