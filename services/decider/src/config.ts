@@ -32,7 +32,9 @@ export const configSchema = z
     LOCALDECIDER_MODEL: text(DEFAULT_MODEL),
     // Embedded engine: where downloaded models are kept (default: the per-user cache directory).
     LOCALDECIDER_MODELS_DIR: text().optional(),
-    // Embedded engine: the download must have this SHA-256 (otherwise the one the hub states, if any).
+    // Embedded engine: the model file must have this SHA-256, checked after a download and before every load
+    // (a plain path too). Unset: a download is checked against the hash the hub states, if any, and a kept
+    // file against the hash recorded at its download.
     LOCALDECIDER_MODEL_SHA256: z
       .string()
       .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hexadecimal digits")

@@ -32,6 +32,40 @@ export function recordPath(file: string): string {
   return `${file}.verified.json`;
 }
 
+/** What a kept file needs before it may be loaded. */
+export type KeptFile =
+  | { state: "absent" }
+  /** Not to be loaded: delete it and download again. */
+  | { state: "untrusted"; reason: string }
+  /** The same file the record was written for: its recorded SHA-256 stands. */
+  | { state: "unchanged"; sha256: string }
+  /** To be hashed and compared with `expected`. */
+  | { state: "hash"; expected: string; against: "pin" | "record" };
+
+/** Decides, from the stat and the record alone (nothing is hashed here), what the kept `file` needs. */
+export function inspectKept(file: string, url: string, pin: string | undefined): KeptFile {
+  let stat: fs.Stats;
+  try {
+    stat = fs.lstatSync(file);
+  } catch {
+    return { state: "absent" };
+  }
+  if (stat.isSymbolicLink()) return { state: "untrusted", reason: "it is a symbolic link, which is not followed" };
+  // The pin does not depend on anything an attacker could write beside the file: hashed every time.
+  if (pin !== undefined) return { state: "hash", expected: pin, against: "pin" };
+  const record = readRecord(file);
+  if (record === undefined) return { state: "untrusted", reason: "there is no record of its verified download" };
+  if (record.url !== url) return { state: "untrusted", reason: "its record is of a download from another URL" };
+  const same =
+    stat.size === record.size &&
+    stat.ino === record.ino &&
+    stat.mtimeMs === record.mtimeMs &&
+    stat.ctimeMs === record.ctimeMs;
+  return same
+    ? { state: "unchanged", sha256: record.sha256 }
+    : { state: "hash", expected: record.sha256, against: "record" };
+}
+
 export interface HashedFile {
   sha256: string;
   /** Of the file that was read (fstat of its descriptor). */
@@ -57,6 +91,22 @@ export function writeRecord(file: string, url: string, sha256: string, stat = fs
   const { size, ino, mtimeMs, ctimeMs } = stat;
   const record: VerifiedRecord = { url, sha256, size, ino, mtimeMs, ctimeMs };
   writeFileReplacing(recordPath(file), JSON.stringify(record));
+}
+
+/** The file and its record gone (a symlink is removed, not its target). */
+export function removeKept(file: string): void {
+  fs.rmSync(file, { force: true });
+  fs.rmSync(recordPath(file), { force: true });
+}
+
+function readRecord(file: string): VerifiedRecord | undefined {
+  try {
+    const r = JSON.parse(fs.readFileSync(recordPath(file), "utf8")) as Partial<VerifiedRecord>;
+    const numbers = [r.size, r.ino, r.mtimeMs, r.ctimeMs].every((n) => typeof n === "number");
+    return typeof r.url === "string" && typeof r.sha256 === "string" && numbers ? (r as VerifiedRecord) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
