@@ -27,11 +27,14 @@ export const configSchema = z
       .optional(),
     LOCALDECIDER_UPSTREAM_MODEL: text("qwen2.5-1.5b-instruct"),
     LOCALDECIDER_UPSTREAM_API_KEY: text().optional(),
-    // Embedded engine: a GGUF path, an http(s) URL or hf:<user>/<repo>/<file>.gguf[#branch].
+    // Embedded engine: a GGUF path, an http(s) URL (its credentials are sent as basic auth, to its own origin
+    // only, and shown nowhere) or hf:<user>/<repo>/<file>.gguf[#branch].
     LOCALDECIDER_MODEL: text(DEFAULT_MODEL),
     // Embedded engine: where downloaded models are kept (default: the per-user cache directory).
     LOCALDECIDER_MODELS_DIR: text().optional(),
-    // Embedded engine: the download must have this SHA-256 (otherwise the one the hub states, if any).
+    // Embedded engine: the model file must have this SHA-256, checked after a download and before every load
+    // (a plain path too). Unset: a download is checked against the hash the hub states, if any, and a kept
+    // file against the hash recorded at its download.
     LOCALDECIDER_MODEL_SHA256: z
       .string()
       .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hexadecimal digits")

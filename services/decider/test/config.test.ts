@@ -126,6 +126,29 @@ describe("every variable refuses values that can never work, naming itself", () 
         '"s3://models/tiny.gguf": only a file path, an http(s) URL or an hf: URI can be loaded',
       ],
       ["https://models.example/", '"https://models.example/" names no file'],
+      // Never the password, in no message.
+      ["https://me:s3cretpw@models.example/", '"https://models.example/" names no file'],
+      ["https://me:s3cretpw@models.example:99999/m.gguf", '"https://models.example:99999/m.gguf" is not a valid URL'],
+      [
+        "s3://me:s3cretpw@bucket/m.gguf",
+        '"s3://bucket/m.gguf": only a file path, an http(s) URL or an hf: URI can be loaded',
+      ],
+      [
+        "http://models.example/%zz.gguf",
+        '"http://models.example/%zz.gguf" has a malformed percent-escape: "%" must be followed by two hexadecimal digits',
+      ],
+      [
+        "http://me:%zz@models.example/m.gguf",
+        '"http://models.example/m.gguf" has a malformed percent-escape: "%" must be followed by two hexadecimal digits',
+      ],
+      [
+        "hf:a/b/%zz.gguf",
+        '"hf:a/b/%zz.gguf": the file\'s path may not have empty, "." or ".." parts, "%", "\\", "?", ":" or spaces',
+      ],
+      [
+        "hf:a/b/m.gguf#main/../../c/d",
+        '"hf:a/b/m.gguf#main/../../c/d": the branch must be a plain ref name (letters, digits, "_", "-", "." and "/" between parts; no "..", "%" or ":")',
+      ],
     ],
     LOCALDECIDER_MODELS_DIR: [],
     LOCALDECIDER_MODEL_SHA256: [["abc123", "must be 64 hexadecimal digits"]],

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { once } from "node:events";
 import fs from "node:fs";
 import path from "node:path";
@@ -7,6 +6,7 @@ import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { setTimeout as delay } from "node:timers/promises";
 import { rootCauseMessage } from "../upstream/types";
+import { hashFile, NO_FOLLOW, writeFileReplacing, writeRecord } from "./model-file";
 
 export interface DownloadProgress {
   /** Bytes on disk so far, including what an earlier, interrupted download left. */
@@ -18,10 +18,16 @@ export interface DownloadProgress {
 }
 
 export interface DownloadOptions {
+  /** Without credentials (they go in `authorization`). */
   url: string;
-  /** The verified file ends here; until then it is `<dest>.part`, beside a `<dest>.part.json` that names its source. */
+  /** Sent as the Authorization header to the URL's own origin only: dropped once a redirect leaves it. */
+  authorization?: string;
+  /**
+   * The verified file ends here, replacing whatever was there, beside its record (model-file.ts); until then it
+   * is `<dest>.part`, beside a `<dest>.part.json` that names its source.
+   */
   dest: string;
-  /** A pinned SHA-256 (hex); otherwise the one the server states (Hugging Face's X-Linked-ETag), if any. */
+  /** A pinned SHA-256 (hex); otherwise the one the hub states (Hugging Face's X-Linked-ETag), if any. */
   sha256?: string;
   signal?: AbortSignal;
   onProgress?: (progress: DownloadProgress) => void;
@@ -58,18 +64,17 @@ const GGUF_MAGIC = Buffer.from("GGUF", "ascii");
  * Downloads a model file so that it is only ever used whole and checked: bytes go to `<dest>.part`; a cut
  * connection or a 5xx is retried with a Range request that resumes where it stopped (also across
  * restarts); the finished file must have the announced size, the expected SHA-256 when one is known, and
- * the GGUF magic, and only then is it renamed to `dest`. An existing `dest` is taken as it is.
+ * the GGUF magic, and only then is it renamed to `dest` and its SHA-256 recorded beside it. A download
+ * whose size and SHA-256 are both unknown is refused: a body cut short could not be told from a whole one.
  */
-export async function downloadFile(options: DownloadOptions): Promise<void> {
-  if (fs.existsSync(options.dest)) return;
+export async function downloadFile(options: DownloadOptions): Promise<{ sha256: string }> {
   fs.mkdirSync(path.dirname(options.dest), { recursive: true });
   const attempts = options.attempts ?? 5;
   let wait = options.backoffMs ?? 1000;
   for (let attempt = 1; ; attempt++) {
     try {
       const meta = await fetchPart(options);
-      await verifyAndKeep(options, meta);
-      return;
+      return await verifyAndKeep(options, meta);
     } catch (err) {
       if (options.signal?.aborted) throw options.signal.reason ?? err;
       const final = err instanceof DownloadError ? err.final : false;
@@ -94,6 +99,19 @@ function readMeta(file: string): PartMeta | undefined {
   }
 }
 
+/** Size of the regular file at `file`, 0 when there is none; anything else there (a symlink) is removed, never followed. */
+function partSize(file: string): number {
+  let stat: fs.Stats;
+  try {
+    stat = fs.lstatSync(file);
+  } catch {
+    return 0;
+  }
+  if (stat.isFile()) return stat.size;
+  fs.rmSync(file, { force: true });
+  return 0;
+}
+
 /** One attempt: resumes `<dest>.part` where it stops and appends until the server's body ends. */
 async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
   const { part, meta: metaFile } = partPaths(options.dest);
@@ -102,40 +120,75 @@ async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
     fs.rmSync(part, { force: true });
     meta = { url: options.url };
   }
-  const have = fs.existsSync(part) ? fs.statSync(part).size : 0;
+  const have = partSize(part);
   if (have > 0 && meta.total !== undefined && have === meta.total) return meta;
-  const headers: Record<string, string> = {};
+  // Identity: the sizes, the resume offsets and the hash are all of the file's own bytes, never of a gzip of them.
+  const headers: Record<string, string> = { "Accept-Encoding": "identity" };
   if (have > 0) {
     headers.Range = `bytes=${have}-`;
     if (meta.validator !== undefined) headers["If-Range"] = meta.validator;
   }
-  const { response, stated } = await follow(options.url, headers, options.signal);
+  const { response, stated } = await follow(options, headers);
+  const fail = async (message: string, final: boolean): Promise<never> => {
+    await response.body?.cancel();
+    throw new DownloadError(message, final);
+  };
+  if (response.status === 416 && have > 0) {
+    // Nothing to resume at that offset (the part is longer than the file, or the file changed): start over.
+    await response.body?.cancel();
+    fs.rmSync(part, { force: true });
+    return fetchPart(options);
+  }
   let start = 0;
+  let total: number | undefined;
   if (response.status === 206) {
     const range = /^bytes (\d+)-\d+\/(\d+|\*)$/.exec(response.headers.get("content-range") ?? "");
     if (range === null || Number(range[1]) !== have) {
-      await response.body?.cancel();
       fs.rmSync(part, { force: true });
-      throw new DownloadError("the server resumed at another offset than asked; starting again", false);
+      return fail("the server resumed at another offset than asked; starting again", false);
     }
     start = have;
-    if (range[2] !== "*") meta.total = Number(range[2]);
+    total = range[2] === "*" ? meta.total : Number(range[2]);
   } else if (response.status === 200) {
     const length = response.headers.get("content-length");
-    meta.total = length === null ? stated.size : Number(length);
+    total = length === null ? undefined : Number(length);
   } else {
-    await response.body?.cancel();
     const final = response.status < 500 && response.status !== 408 && response.status !== 429;
-    throw new DownloadError(`HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`, final);
+    return fail(`HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`, final);
   }
+  const encoding = response.headers.get("content-encoding");
+  if (encoding !== null && encoding.toLowerCase() !== "identity") {
+    return fail(`the server sent the file ${encoding}-encoded although asked for it as it is`, true);
+  }
+  if (stated.size !== undefined) {
+    if (total !== undefined && total !== stated.size) {
+      return fail(`the server sends a file of ${total} bytes where the hub states ${stated.size}`, true);
+    }
+    total = stated.size;
+  }
+  meta.total = total;
   meta.sha256 = options.sha256 ?? stated.sha256 ?? meta.sha256;
+  if (meta.total === undefined && meta.sha256 === undefined) {
+    return fail(
+      "the server states neither the file's size nor its SHA-256, so a download cut short could not be told from a whole one: set LOCALDECIDER_MODEL_SHA256",
+      true,
+    );
+  }
   meta.validator = response.headers.get("etag") ?? response.headers.get("last-modified") ?? meta.validator;
-  fs.writeFileSync(metaFile, JSON.stringify(meta));
+  writeFileReplacing(metaFile, JSON.stringify(meta));
   if (response.body === null) throw new DownloadError("the server sent no body", false);
-  const out = fs.createWriteStream(part, start > 0 ? { flags: "a" } : { flags: "w" });
+  const { O_WRONLY, O_CREAT, O_APPEND, O_TRUNC } = fs.constants;
+  // Never through a symlink put at the part's name (partSize removed one; this covers one put there since).
+  let fd: number;
+  try {
+    fd = fs.openSync(part, O_WRONLY | O_CREAT | NO_FOLLOW | (start > 0 ? O_APPEND : O_TRUNC));
+  } catch (err) {
+    await response.body.cancel();
+    throw err;
+  }
+  const out = fs.createWriteStream(part, { fd });
   let received = start;
   const began = performance.now();
-  const total = meta.total;
   const counter = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       received += chunk.length;
@@ -160,32 +213,58 @@ async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
   return meta;
 }
 
-/** Follows redirects by hand, keeping what a hub states on the way (Hugging Face: X-Linked-Size, X-Linked-ETag). */
+/**
+ * Follows redirects by hand. What the hub states about the file (Hugging Face: X-Linked-Size, X-Linked-ETag on
+ * its redirect to the storage host) is read only from responses of the URL's own origin, as huggingface_hub
+ * reads it (it follows only relative redirects for it): a later host cannot vouch for the bytes it serves.
+ * The credentials go to that origin only, and a redirect from https to http is refused.
+ */
 async function follow(
-  url: string,
+  options: DownloadOptions,
   headers: Record<string, string>,
-  signal: AbortSignal | undefined,
 ): Promise<{ response: Response; stated: { size?: number; sha256?: string } }> {
   const stated: { size?: number; sha256?: string } = {};
-  let current = url;
+  const origin = new URL(options.url).origin;
+  let current = new URL(options.url);
+  let onHub = true;
   for (let hop = 0; hop < 10; hop++) {
+    const hopHeaders: Record<string, string> = { ...headers };
+    if (onHub && options.authorization !== undefined) hopHeaders.Authorization = options.authorization;
     let response: Response;
     try {
-      response = await fetch(current, { headers, redirect: "manual", ...(signal ? { signal } : {}) });
+      response = await fetch(current, {
+        headers: hopHeaders,
+        redirect: "manual",
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
     } catch (err) {
       throw new DownloadError(rootCauseMessage(err), false);
     }
-    const size = response.headers.get("x-linked-size");
-    if (size !== null && /^\d+$/.test(size)) stated.size = Number(size);
-    const etag = response.headers
-      .get("x-linked-etag")
-      ?.replace(/^(W\/)?"|"$/g, "")
-      .toLowerCase();
-    if (etag !== undefined && SHA256.test(etag)) stated.sha256 = etag;
+    if (onHub) {
+      const size = response.headers.get("x-linked-size");
+      if (size !== null && /^\d+$/.test(size)) stated.size = Number(size);
+      const etag = response.headers
+        .get("x-linked-etag")
+        ?.replace(/^(W\/)?"|"$/g, "")
+        .toLowerCase();
+      if (etag !== undefined && SHA256.test(etag)) stated.sha256 = etag;
+    }
     const location = response.headers.get("location");
     if (response.status >= 300 && response.status < 400 && location !== null) {
       await response.body?.cancel();
-      current = new URL(location, current).toString();
+      // Messages name the next host only: a redirect's query may carry a signature.
+      const next = URL.canParse(location, current.href) ? new URL(location, current) : undefined;
+      if (next === undefined || !/^https?:$/.test(next.protocol)) {
+        throw new DownloadError("the server redirected to an address that is not http(s)", true);
+      }
+      if (current.protocol === "https:" && next.protocol === "http:") {
+        throw new DownloadError(`the server redirected from https to http (${next.host}); refused`, true);
+      }
+      if (next.username !== "" || next.password !== "") {
+        throw new DownloadError(`the server redirected to an address with credentials (${next.host}); refused`, true);
+      }
+      if (next.origin !== origin) onHub = false;
+      current = next;
       continue;
     }
     return { response, stated };
@@ -193,24 +272,24 @@ async function follow(
   throw new DownloadError("too many redirects", true);
 }
 
-/** The finished part: size, SHA-256 and GGUF magic checked, then renamed into place. A failed check deletes it. */
-async function verifyAndKeep(options: DownloadOptions, meta: PartMeta): Promise<void> {
+/**
+ * The finished part: size, SHA-256 and GGUF magic checked, then renamed into place (over whatever was there:
+ * rename replaces a symlink, never its target) and its SHA-256 recorded. A failed check deletes it.
+ */
+async function verifyAndKeep(options: DownloadOptions, meta: PartMeta): Promise<{ sha256: string }> {
   const { part, meta: metaFile } = partPaths(options.dest);
   const refuse = (reason: string): never => {
     fs.rmSync(part, { force: true });
     fs.rmSync(metaFile, { force: true });
     throw new DownloadError(`the downloaded file failed its check (${reason}); it was deleted`, true);
   };
-  const size = fs.statSync(part).size;
+  const size = fs.lstatSync(part).size;
   if (meta.total !== undefined && size !== meta.total) refuse(`${size} bytes, expected ${meta.total}`);
-  if (meta.sha256 !== undefined) {
-    const hash = createHash("sha256");
-    await pipeline(fs.createReadStream(part), hash);
-    const actual = hash.digest("hex");
-    if (actual !== meta.sha256) refuse(`SHA-256 ${actual}, expected ${meta.sha256}`);
-  }
+  // Hashed even without an expected value: the record of what was downloaded is what later starts check.
+  const { sha256: actual } = await hashFile(part, true);
+  if (meta.sha256 !== undefined && actual !== meta.sha256) refuse(`SHA-256 ${actual}, expected ${meta.sha256}`);
   const head = Buffer.alloc(4);
-  const fd = fs.openSync(part, "r");
+  const fd = fs.openSync(part, fs.constants.O_RDONLY | NO_FOLLOW);
   try {
     fs.readSync(fd, head, 0, 4, 0);
   } finally {
@@ -218,5 +297,7 @@ async function verifyAndKeep(options: DownloadOptions, meta: PartMeta): Promise<
   }
   if (!head.equals(GGUF_MAGIC)) refuse("not a GGUF file");
   fs.renameSync(part, options.dest);
+  writeRecord(options.dest, options.url, actual);
   fs.rmSync(metaFile, { force: true });
+  return { sha256: actual };
 }

@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import path from "node:path";
 import type { Logger } from "@localdecider/service-kit";
 import type { Readiness, ReadinessProbe } from "../upstream/readiness";
@@ -12,6 +11,7 @@ import {
 import { type DownloadOptions, downloadFile } from "./download";
 import { ContextOverflowError } from "./evaluate";
 import { type EngineInfo, type EngineOptions, LlamaEngine } from "./llama-engine";
+import { type HashedFile, hashFile, inspectKept, removeKept, writeRecord } from "./model-file";
 import type { ModelSource } from "./model-source";
 import { importNodeLlamaCpp } from "./node-llama-cpp";
 import { formatBytes, ProgressGate, percentOf, progressBar } from "./progress";
@@ -20,7 +20,7 @@ export interface EmbeddedOptions {
   source: ModelSource;
   /** LOCALDECIDER_MODELS_DIR: where downloaded models are kept. */
   modelsDir: string;
-  /** LOCALDECIDER_MODEL_SHA256, when pinned. */
+  /** LOCALDECIDER_MODEL_SHA256, when pinned: checked before every load, of a downloaded file or a plain path. */
   sha256: string | undefined;
   engine: Omit<EngineOptions, "modelPath">;
   logger: Logger;
@@ -32,6 +32,7 @@ export interface EmbeddedOptions {
 
 /** Where the engine is on its way to answering, as /ready tells it. */
 export type EngineState =
+  | { phase: "verifying" }
   | { phase: "downloading"; percent: number | undefined }
   | { phase: "loading" }
   | { phase: "ready"; engine: LlamaEngine }
@@ -108,12 +109,46 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     this.options.logger.info("model loaded", { ...info, size: formatBytes(info.sizeBytes) });
   }
 
-  /** The model file on disk: as given, or downloaded into the models directory first. */
+  /**
+   * The model file on disk, checked before it is loaded: a plain path against the pin (when set); a file in the
+   * models directory against the pin, else against the record of its verified download (model-file.ts). A kept
+   * file that is missing or fails is (deleted and) downloaded again.
+   */
   private async resolveFile(): Promise<string> {
     const { source, logger } = this.options;
-    if (source.kind === "file") return source.path;
+    const pin = this.options.sha256;
+    if (source.kind === "file") {
+      if (pin === undefined) return source.path;
+      const { sha256: actual } = await this.hash(source.path, "pin", false);
+      if (actual !== pin) {
+        throw new Error(
+          `model file ${source.path} has SHA-256 ${actual}, not the ${pin} that LOCALDECIDER_MODEL_SHA256 pins; it was not loaded`,
+        );
+      }
+      return source.path;
+    }
     const dest = path.join(this.options.modelsDir, source.cachePath);
-    if (fs.existsSync(dest)) return dest;
+    const kept = inspectKept(dest, source.url, pin);
+    if (kept.state === "unchanged") {
+      logger.info("model verified", { file: dest, sha256: kept.sha256, against: "record", hashed: false });
+      return dest;
+    }
+    if (kept.state === "hash") {
+      const { sha256: actual, stat } = await this.hash(dest, kept.against, true);
+      if (actual === kept.expected) {
+        writeRecord(dest, source.url, actual, stat);
+        return dest;
+      }
+      const which = kept.against === "pin" ? "LOCALDECIDER_MODEL_SHA256" : "its recorded download";
+      logger.warn("model file refused: downloading it again", {
+        file: dest,
+        reason: `SHA-256 ${actual}, expected ${kept.expected} (${which})`,
+      });
+      removeKept(dest);
+    } else if (kept.state === "untrusted") {
+      logger.warn("model file refused: downloading it again", { file: dest, reason: kept.reason });
+      removeKept(dest);
+    }
     this.state = { phase: "downloading", percent: undefined };
     logger.info("downloading model", { uri: source.uri, to: dest });
     const gate = new ProgressGate();
@@ -121,6 +156,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     try {
       await downloadFile({
         url: source.url,
+        ...(source.authorization === undefined ? {} : { authorization: source.authorization }),
         dest,
         ...(this.options.sha256 === undefined ? {} : { sha256: this.options.sha256 }),
         signal: this.stop.signal,
@@ -149,12 +185,32 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     return dest;
   }
 
+  /** SHA-256 of a model file, with the cost in the log: about 2 s per GB read (README, "Model downloads"). */
+  private async hash(file: string, against: "pin" | "record", noFollow: boolean): Promise<HashedFile> {
+    this.state = { phase: "verifying" };
+    const { logger } = this.options;
+    logger.info("verifying model", { file, against });
+    const began = performance.now();
+    let hashed: HashedFile;
+    try {
+      hashed = await hashFile(file, noFollow);
+    } catch (err) {
+      throw new Error(`model file ${file} could not be read to check its SHA-256: ${reason(err)}`);
+    }
+    const ms = Math.round(performance.now() - began);
+    const { sha256, stat } = hashed;
+    logger.info("model verified", { file, sha256, against, hashed: true, size: formatBytes(stat.size), ms });
+    return hashed;
+  }
+
   /** `ready`, or what /ready says while not: `downloading model (42 %)`, `loading model`, or the failure. */
   get stateText(): string {
     const s = this.state;
     switch (s.phase) {
       case "ready":
         return "ready";
+      case "verifying":
+        return "verifying model (SHA-256)";
       case "downloading":
         return `downloading model (${s.percent ?? 0} %)`;
       case "loading":

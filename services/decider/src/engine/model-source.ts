@@ -1,5 +1,7 @@
+import { createHash } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
+import { basicAuthOf } from "../upstream/address";
 
 /** The default model: see the decider README ("Embedded engine") for why, its size and licence. */
 export const DEFAULT_MODEL = "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf";
@@ -11,50 +13,104 @@ export type ModelSource =
       kind: "download";
       /** As the user wrote it, without credentials: for logs, /ready and errors. */
       uri: string;
+      /** What is fetched, never with credentials: fetch refuses them, and its errors would quote them. */
       url: string;
-      /** Relative path under LOCALDECIDER_MODELS_DIR: the URL's host and path, so two sources never share a file. */
+      /** `Basic …` made of the URL's credentials, when it had any: sent to the URL's own origin only. */
+      authorization?: string;
+      /**
+       * Relative path under LOCALDECIDER_MODELS_DIR: the URL's host and path, and a folder named by the hash of
+       * its query when it has one (`m.gguf?v=1` and `m.gguf?v=2` are two files).
+       */
       cachePath: string;
     };
 
-const HF = /^hf:([^/\s#]+)\/([^/\s#]+)\/([^#\s]+\.gguf)(?:#([^\s#]+))?$/i;
+const HF = /^hf:([^/#]+)\/([^/#]+)\/([^#]+\.gguf)(?:#(.*))?$/i;
+/** A user, repository or branch part: what Hugging Face and git allow, and never a `..` that climbs out. */
+const NAME = /^(?!.*\.\.)[A-Za-z0-9_][\w.-]*$/;
+/** A segment of the file's path in the repository: no `.`/`..`, no percent-escapes, separators or `?#:`. */
+const FILE_SEGMENT = /^(?!\.\.?$)[^\\/%?#:\s]+$/;
 
 /**
  * Parses LOCALDECIDER_MODEL. An hf: URI names one file, `hf:<user>/<repo>/<file>.gguf[#<branch>]`; the
  * `hf:<user>/<repo>:<quant>` form that node-llama-cpp also reads is not taken, since finding its file needs
- * a search we would then have to trust blindly. Throws with a message for the boot error.
+ * a search we would then have to trust blindly. Throws with a message for the boot error; the message never
+ * quotes the URL's credentials.
  */
 export function parseModelSource(value: string, cwd = process.cwd()): ModelSource {
-  if (value.startsWith("hf:")) {
-    const m = HF.exec(value);
-    if (m === null) {
-      throw new Error(
-        `"${value}" is not an hf: URI of one file: write hf:<user>/<repo>/<file>.gguf (optionally #<branch>)`,
-      );
-    }
-    const [, user, repo, file, branch] = m as unknown as [string, string, string, string, string | undefined];
-    const url = `https://huggingface.co/${user}/${repo}/resolve/${branch ?? "main"}/${file}`;
-    return { kind: "download", uri: value, url, cachePath: cachePathOf(new URL(url)) };
-  }
+  if (value.startsWith("hf:")) return parseHf(value);
   if (/^https?:\/\//i.test(value)) {
-    if (!URL.canParse(value)) throw new Error(`"${value}" is not a valid URL`);
+    if (!URL.canParse(value)) throw new Error(`"${withoutCredentials(value)}" is not a valid URL`);
     const url = new URL(value);
-    if (path.posix.basename(url.pathname) === "") throw new Error(`"${value}" names no file`);
-    const shown = new URL(url);
-    shown.username = "";
-    shown.password = "";
-    return { kind: "download", uri: shown.toString(), url: url.toString(), cachePath: cachePathOf(url) };
+    const withCredentials = new URL(url);
+    url.username = "";
+    url.password = "";
+    // Escapes are decoded for the cache path and the credentials: a malformed one is refused here, not a URIError later.
+    if (/%(?![0-9a-f]{2})/i.test(value)) {
+      throw new Error(`"${url}" has a malformed percent-escape: "%" must be followed by two hexadecimal digits`);
+    }
+    const authorization = basicAuthOf(withCredentials);
+    if (path.posix.basename(url.pathname) === "") throw new Error(`"${url}" names no file`);
+    return {
+      kind: "download",
+      uri: url.toString(),
+      url: url.toString(),
+      ...(authorization === undefined ? {} : { authorization }),
+      cachePath: cachePathOf(url),
+    };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
-    throw new Error(`"${value}": only a file path, an http(s) URL or an hf: URI can be loaded`);
+    throw new Error(`"${withoutCredentials(value)}": only a file path, an http(s) URL or an hf: URI can be loaded`);
   }
   return { kind: "file", path: path.resolve(cwd, value) };
 }
 
-/** host/path/of/file.gguf, every segment made safe for a file name (no `..`, no separators). */
+/**
+ * `hf:<user>/<repo>/<file>.gguf[#<branch>]` as the hub's download URL. Every part is checked, so that the URI
+ * can only name a file of that repository: no `..`, no percent-escapes (`%2F`), no `:`. A branch may have
+ * `/` between plain parts (`refs/pr/1`): it is sent as `%2F`, which the hub reads as one revision.
+ */
+function parseHf(value: string): ModelSource {
+  const m = HF.exec(value);
+  if (m === null) {
+    throw new Error(
+      `"${value}" is not an hf: URI of one file: write hf:<user>/<repo>/<file>.gguf (optionally #<branch>)`,
+    );
+  }
+  const [, user, repo, file, branch] = m as unknown as [string, string, string, string, string | undefined];
+  if (!NAME.test(user) || !NAME.test(repo)) {
+    throw new Error(`"${value}": the user and repository must be plain names (letters, digits, "_", "-", ".")`);
+  }
+  const segments = file.split("/");
+  if (!segments.every((s) => FILE_SEGMENT.test(s))) {
+    throw new Error(`"${value}": the file's path may not have empty, "." or ".." parts, "%", "\\", "?", ":" or spaces`);
+  }
+  const refParts = (branch ?? "main").split("/");
+  if (!refParts.every((p) => NAME.test(p))) {
+    throw new Error(
+      `"${value}": the branch must be a plain ref name (letters, digits, "_", "-", "." and "/" between parts; no "..", "%" or ":")`,
+    );
+  }
+  const url = new URL(
+    `https://huggingface.co/${user}/${repo}/resolve/${refParts.join("%2F")}/${segments.map(encodeURIComponent).join("/")}`,
+  );
+  return { kind: "download", uri: value, url: url.toString(), cachePath: cachePathOf(url) };
+}
+
+/** The value with anything between `scheme://` and the last `@` cut out, for messages about a URL that did not parse. */
+function withoutCredentials(value: string): string {
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, "$1");
+}
+
+/** host/path/of/[query-<hash>/]file.gguf, every segment made safe for a file name (no `..`, no separators). */
 function cachePathOf(url: URL): string {
   const segments = [url.host, ...url.pathname.split("/")]
     .map((s) => decodeURIComponent(s).replace(/[\\/:*?"<>|\0]/g, "_"))
     .filter((s) => s !== "" && s !== "." && s !== "..");
+  if (url.search !== "") {
+    // Hashed, not spelled out: a query can be longer than a file name may be.
+    const query = createHash("sha256").update(url.search).digest("hex").slice(0, 16);
+    segments.splice(segments.length - 1, 0, `query-${query}`);
+  }
   return path.join(...segments);
 }
 

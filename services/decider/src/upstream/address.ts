@@ -38,14 +38,18 @@ export function parseUpstreams(configured: string): { addresses: string[] } | { 
 
 export function upstreamAddress(configured: string): UpstreamAddress {
   const url = new URL(configured);
-  const basicAuth =
-    url.username === "" && url.password === ""
-      ? undefined
-      : `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString("base64")}`;
+  const basicAuth = basicAuthOf(url);
   url.username = "";
   url.password = "";
   const display = url.toString().replace(/\/+$/, "");
   return { baseURL: upstreamBaseURL(display), display, basicAuth };
+}
+
+/** `Basic …` from a URL's credentials (percent-decoded, as a browser sends them), or undefined without any. */
+export function basicAuthOf(url: URL): string | undefined {
+  if (url.username === "" && url.password === "") return undefined;
+  const pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  return `Basic ${Buffer.from(pair).toString("base64")}`;
 }
 
 /** `{upstream}/v1` from an address given with or without a trailing slash or `/v1`. */

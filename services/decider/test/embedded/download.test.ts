@@ -35,13 +35,22 @@ afterEach(async () => {
 });
 
 describe("downloadFile", () => {
-  it("downloads with progress up to the whole size, checks it and renames it into place", async () => {
+  it("downloads with progress up to the whole size, checks it, renames it into place and records its SHA-256", async () => {
     server.serve("/m.gguf", { bytes: model });
     const seen: DownloadProgress[] = [];
     const dest = path.join(dir, "m.gguf");
     await downloadFile({ url: `${server.url}/m.gguf`, dest, sha256: HASH, onProgress: (p) => seen.push(p), ...fast });
     expect(sha256(fs.readFileSync(dest))).toBe(HASH);
-    expect(fs.readdirSync(dir)).toStrictEqual(["m.gguf"]);
+    expect(fs.readdirSync(dir).sort()).toStrictEqual(["m.gguf", "m.gguf.verified.json"]);
+    const stat = fs.statSync(dest);
+    expect(JSON.parse(fs.readFileSync(`${dest}.verified.json`, "utf8"))).toStrictEqual({
+      url: `${server.url}/m.gguf`,
+      sha256: HASH,
+      size: model.length,
+      ino: stat.ino,
+      mtimeMs: stat.mtimeMs,
+      ctimeMs: stat.ctimeMs,
+    });
     expect(seen.length).toBeGreaterThan(1);
     expect(seen.every((p) => p.total === model.length)).toBe(true);
     expect(seen.map((p) => p.received)).toStrictEqual([...seen.map((p) => p.received)].sort((a, b) => a - b));
@@ -200,10 +209,50 @@ describe("parseModelSource", () => {
     expect(parseModelSource("hf:a/b/dir/m.gguf#v2")).toMatchObject({
       url: "https://huggingface.co/a/b/resolve/v2/dir/m.gguf",
     });
-    expect(parseModelSource("https://me:secret@host/m/../x.gguf")).toMatchObject({
+    expect(parseModelSource("https://me:p%40ss@host/m/../x.gguf")).toStrictEqual({
+      kind: "download",
       uri: "https://host/x.gguf",
+      url: "https://host/x.gguf",
+      authorization: `Basic ${Buffer.from("me:p@ss").toString("base64")}`,
       cachePath: path.join("host", "x.gguf"),
     });
     expect(parseModelSource("models/m.gguf", "/srv")).toStrictEqual({ kind: "file", path: "/srv/models/m.gguf" });
+  });
+
+  it("keeps URLs that differ only in their query in different files, each in a folder named by the query's hash", () => {
+    const cachePath = (uri: string) => (parseModelSource(uri) as { cachePath: string }).cachePath;
+    const v1 = cachePath("https://host/models/m.gguf?v=1");
+    const v2 = cachePath("https://host/models/m.gguf?v=2");
+    expect(v1).not.toBe(v2);
+    expect(v1.split(path.sep)).toStrictEqual([
+      "host",
+      "models",
+      expect.stringMatching(/^query-[0-9a-f]{16}$/),
+      "m.gguf",
+    ]);
+    expect(cachePath("https://host/models/m.gguf")).toBe(path.join("host", "models", "m.gguf"));
+  });
+
+  it("keeps an hf: URI in its repository: a branch, user, repository or file part that could leave it is refused", () => {
+    const branch =
+      'the branch must be a plain ref name (letters, digits, "_", "-", "." and "/" between parts; no "..", "%" or ":")';
+    const refused: [string, string][] = [
+      ["hf:a/b/m.gguf#main/../../other/repo/resolve/main", branch],
+      ["hf:a/b/m.gguf#..%2F..%2Fother%2Frepo", branch],
+      ["hf:a/b/m.gguf#other:main", branch],
+      ["hf:a/b/m.gguf#", branch],
+      ["hf:../b/m.gguf", 'the user and repository must be plain names (letters, digits, "_", "-", ".")'],
+      ["hf:a/b..c/m.gguf", 'the user and repository must be plain names (letters, digits, "_", "-", ".")'],
+      [
+        "hf:a/b/x/../../../c/d/resolve/main/m.gguf",
+        'the file\'s path may not have empty, "." or ".." parts, "%", "\\", "?", ":" or spaces',
+      ],
+      ["hf:a/b/%2e%2e/m.gguf", 'the file\'s path may not have empty, "." or ".." parts, "%", "\\", "?", ":" or spaces'],
+    ];
+    for (const [uri, message] of refused) expect(() => parseModelSource(uri)).toThrow(`"${uri}": ${message}`);
+    // A nested ref is one revision for the hub: its slashes are sent escaped.
+    expect(parseModelSource("hf:a/b/dir/m.gguf#refs/pr/1")).toMatchObject({
+      url: "https://huggingface.co/a/b/resolve/refs%2Fpr%2F1/dir/m.gguf",
+    });
   });
 });
