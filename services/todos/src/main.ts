@@ -1,4 +1,4 @@
-import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
+import { createLogger, describeError, exitOnSignals, hostPolicy, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { configSchema } from "./config";
 import { authFromConfig } from "./http/auth";
@@ -23,6 +23,11 @@ async function main(): Promise<void> {
       adminClaim: auth.adminClaim ?? null,
     });
   }
+  const allowedHosts = hostPolicy({
+    configured: config.TODOS_ALLOWED_HOSTS,
+    listenHost: config.TODOS_HOST,
+    authenticated: auth !== undefined,
+  });
   // Created before storage, which reports query timings and its pool to it.
   const metrics = createTodosMetrics();
   const repository = await openStorage({
@@ -33,13 +38,23 @@ async function main(): Promise<void> {
     onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
   });
   logger.info("storage ready", { storage: repository.kind });
-  const running = await serve(createApp({ repository, logger, metrics, auth }), {
+  const running = await serve(createApp({ repository, logger, metrics, auth, allowedHosts }), {
     host: config.TODOS_HOST,
     port: config.TODOS_PORT,
     logger,
     onClose: () => repository.close(),
   });
-  logger.info("listening", { host: config.TODOS_HOST, port: running.port });
+  logger.info("listening", {
+    host: config.TODOS_HOST,
+    port: running.port,
+    // The names a request's Host may carry (else 421), or why any is answered.
+    allowedHosts:
+      allowedHosts === undefined
+        ? config.TODOS_ALLOWED_HOSTS?.any === true
+          ? "any (TODOS_ALLOWED_HOSTS=*)"
+          : "any (sign-in on)"
+        : [...allowedHosts.names, ...allowedHosts.domains.map((d) => `.${d}`)],
+  });
   exitOnSignals(running, logger);
 }
 

@@ -3,7 +3,7 @@ import { buildTodosOpenApi } from "../src/app";
 
 describe("the route contracts as an OpenAPI document", () => {
   it("documents every contract under its name as operationId, with its statuses, and nothing else", () => {
-    const doc = buildTodosOpenApi();
+    const doc = buildTodosOpenApi({ hostCheck: false });
     const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops).map(
         ([method, op]) =>
@@ -20,5 +20,23 @@ describe("the route contracts as an OpenAPI document", () => {
       "updateTodo PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,500",
     ]);
     expect(Object.keys(todosRoutes).sort()).toStrictEqual(operations.map((o) => o.split(" ")[0]).sort());
+  });
+
+  it("with the Host check on, adds its 421 to every route but the probes'", () => {
+    const statuses = (doc: ReturnType<typeof buildTodosOpenApi>) =>
+      Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.entries(ops).map(
+          ([method, op]) => `${method.toUpperCase()} ${path} ${Object.keys(op.responses as object).join(",")}`,
+        ),
+      );
+    expect(statuses(buildTodosOpenApi({ hostCheck: true })).sort()).toStrictEqual([
+      "DELETE /users/{userId}/todos/{itemId} 200,400,404,421,500",
+      "GET /health 200",
+      "GET /ready 200,503",
+      "GET /users/{userId}/todos 200,400,421,500",
+      "GET /v1/user/{userId}/todos 200,400,421,500",
+      "POST /users/{userId}/todos 201,400,413,415,421,500",
+      "PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,421,500",
+    ]);
   });
 });
