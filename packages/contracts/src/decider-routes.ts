@@ -15,6 +15,15 @@ export const DECIDER_AUTH_RESPONSES = {
   }),
 } satisfies Record<number, ResponseContract>;
 
+/**
+ * What the Host check adds to every route but the probes' (`/health`, `/ready`): 421 `host_not_allowed` for a
+ * request whose `Host` is not in LOCALDECIDER_ALLOWED_HOSTS (or a loopback name), the answer a page on a
+ * rebound DNS name gets. On unless LOCALDECIDER_API_KEY is set and LOCALDECIDER_ALLOWED_HOSTS is not.
+ */
+export const DECIDER_HOST_RESPONSES = {
+  421: error("Host not allowed (host_not_allowed): the request's Host is not a name this service answers for"),
+} satisfies Record<number, ResponseContract>;
+
 /** Every endpoint of the decider. GET /metrics, /openapi.json and /docs are operational, not listed. */
 export const deciderRoutes = {
   health: {

@@ -205,6 +205,7 @@ export const DECIDER_ERROR_STATUS = {
   not_found: 404,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  host_not_allowed: 421,
   queue_full: 429,
   internal_error: 500,
   upstream_unreachable: 502,

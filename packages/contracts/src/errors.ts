@@ -17,3 +17,10 @@ export const ValidationIssue = z.object({
   message: z.string(),
 });
 export type ValidationIssue = z.infer<typeof ValidationIssue>;
+
+/**
+ * The status both services answer a request with when its `Host` is not a name they serve (their Host check,
+ * against DNS rebinding): 421 Misdirected Request, "not a server that answers for this authority". The
+ * decider's body carries `code: "host_not_allowed"`; the todos body is `{ error }` like every todos error.
+ */
+export const HOST_NOT_ALLOWED_STATUS = 421;

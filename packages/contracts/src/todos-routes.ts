@@ -3,6 +3,7 @@ import type { ResponseContract, RouteContracts } from "./route";
 import {
   CreateTodoRequest,
   ItemParams,
+  TODO_MESSAGES,
   TodoDeleteResponse,
   TodoListQuery,
   TodoListResponse,
@@ -51,6 +52,17 @@ export const TODOS_AUTH_RESPONSES = {
     schema: TodosErrorBody,
     headers: { "Retry-After": { description: "Seconds to wait before trying again (the key set fetch deadline)" } },
   },
+} satisfies Record<number, ResponseContract>;
+
+/**
+ * What the Host check adds to every route but the probes' (`/health`, `/ready`): 421 for a request whose
+ * `Host` is not in TODOS_ALLOWED_HOSTS (or a loopback name), the answer a page on a rebound DNS name gets. On
+ * with sign-in off (the default), and with sign-in on when TODOS_ALLOWED_HOSTS is set.
+ */
+export const TODOS_HOST_RESPONSES = {
+  421: error(
+    `\`{ "error": "${TODO_MESSAGES.hostNotAllowed}" }\`: the request's Host is not a name this service answers for`,
+  ),
 } satisfies Record<number, ResponseContract>;
 
 /**

@@ -18,6 +18,7 @@ export const TODO_MESSAGES = {
   unsupportedEncoding: "Unsupported request body encoding",
   aborted: "Request body was not fully received",
   internal: "Internal server error",
+  hostNotAllowed: "Host not allowed: this service answers only for the names in TODOS_ALLOWED_HOSTS",
 } as const;
 
 export const TITLE_MAX_LENGTH = 500;

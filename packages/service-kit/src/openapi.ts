@@ -28,6 +28,11 @@ export interface OpenApiOptions {
    * its responses. Omitted: every route is documented as open, which is then the truth.
    */
   auth?: OpenApiAuth;
+  /**
+   * Responses the service may give on every route besides the route's own, except on the paths listed (the
+   * Host check's 421, which the probe endpoints never give). Omitted: none.
+   */
+  shared?: { responses: RouteContracts[string]["responses"]; exceptPaths?: readonly string[] };
 }
 
 export interface OpenApiDocument extends JsonObject {
@@ -47,7 +52,9 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
   const paths: ZodOpenApiPathsObject = {};
   for (const [operationId, route] of Object.entries(options.routes)) {
     const secured = route.auth === "bearer" && auth !== undefined;
-    const responses = Object.entries({ ...route.responses, ...(secured ? auth.responses : {}) }).map(
+    const shared =
+      options.shared === undefined || options.shared.exceptPaths?.includes(route.path) ? {} : options.shared.responses;
+    const responses = Object.entries({ ...route.responses, ...(secured ? auth.responses : {}), ...shared }).map(
       ([status, response]) => [
         status,
         {

@@ -1,14 +1,22 @@
-import { type BackendInfo, DECIDER_AUTH_RESPONSES, deciderRoutes } from "@localdecider/contracts";
 import {
+  type BackendInfo,
+  DECIDER_AUTH_RESPONSES,
+  DECIDER_HOST_RESPONSES,
+  deciderRoutes,
+} from "@localdecider/contracts";
+import {
+  type AllowedHosts,
   accessLog,
   buildOpenApiDocument,
   docsRouter,
   errorHandler,
+  hostCheck,
   jsonBody,
   type Logger,
   type Metrics,
   notFoundHandler,
   type OpenApiDocument,
+  PROBE_PATHS,
   registerRoutes,
   requestId,
   validationDetails,
@@ -46,6 +54,12 @@ export type AppDeps = Servers & {
   upstreamAddress: string;
   upstreamModel: string;
   apiKey: string | undefined;
+  /**
+   * The Host check against DNS rebinding (hostPolicy of LOCALDECIDER_ALLOWED_HOSTS, LOCALDECIDER_HOST and the
+   * API key): a request for any other name gets 421 `host_not_allowed` before any route runs, except on
+   * /health, /ready and /metrics. undefined: no check (an API key without LOCALDECIDER_ALLOWED_HOSTS, or `*`).
+   */
+  allowedHosts: AllowedHosts | undefined;
   limits: Limits;
   malformedRetries: number;
   timeoutSeconds: number;
@@ -58,6 +72,10 @@ export type AppDeps = Servers & {
   hooks?: { beforeRoutes?: (app: Express) => void };
 };
 
+/** The 421 `host_not_allowed` body's text. */
+export const HOST_NOT_ALLOWED_MESSAGE =
+  "Host not allowed: this service answers only for the names in LOCALDECIDER_ALLOWED_HOSTS";
+
 export interface DeciderApp {
   app: Express;
   decider: Decider;
@@ -69,9 +87,10 @@ export interface DeciderApp {
 
 /**
  * The API description, from the same route contracts the routes are registered and validated from. The
- * bearer scheme is always declared: whether LOCALDECIDER_API_KEY is set is the deployment's business.
+ * bearer scheme is always declared: whether LOCALDECIDER_API_KEY is set is the deployment's business. The
+ * Host check's 421 is declared on every route but the probes' while the check is on.
  */
-export function buildDeciderOpenApi(): OpenApiDocument {
+export function buildDeciderOpenApi(options: { hostCheck: boolean }): OpenApiDocument {
   return buildOpenApiDocument({
     info: {
       title: "localdecider decider",
@@ -81,6 +100,7 @@ export function buildDeciderOpenApi(): OpenApiDocument {
         "GET /openapi.json and GET /docs are open even when LOCALDECIDER_API_KEY is set.",
     },
     routes: deciderRoutes,
+    ...(options.hostCheck ? { shared: { responses: DECIDER_HOST_RESPONSES, exceptPaths: PROBE_PATHS } } : {}),
     auth: {
       scheme: "bearerAuth",
       definition: { type: "http", scheme: "bearer", description: "LOCALDECIDER_API_KEY, when set" },
@@ -94,7 +114,7 @@ export function createApp(deps: AppDeps): DeciderApp {
     deps.pool ??
     new ServerPool([{ id: deps.upstreamAddress, upstream: deps.upstream, probe: deps.probe }], deps.logger);
   const { metrics, observer } = createDeciderMetrics(deps.limiter, pool);
-  const openapi = buildDeciderOpenApi();
+  const openapi = buildDeciderOpenApi({ hostCheck: deps.allowedHosts !== undefined });
   const gate = new ModelGate(pool, deps.logger, pool.maxAgeMs);
   const decider = new Decider({
     gate,
@@ -118,6 +138,15 @@ export function createApp(deps: AppDeps): DeciderApp {
   app.use(accessLog(deps.logger));
   app.use(metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
+  // Before any route, so that a request for a rebound name reads nothing and reaches no model server.
+  if (deps.allowedHosts !== undefined) {
+    app.use(
+      hostCheck({
+        allowed: deps.allowedHosts,
+        reject: (cause) => deciderError("host_not_allowed", HOST_NOT_ALLOWED_MESSAGE, { cause }),
+      }),
+    );
+  }
   // Operational endpoints, not in the contracts and so outside the bearer check: they reveal no secrets
   // (no keys, no request content), and Prometheus and browsers should not need the API key.
   app.use(docsRouter(openapi));

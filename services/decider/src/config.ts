@@ -1,4 +1,4 @@
-import { byteSize, LOG_LEVELS } from "@localdecider/service-kit";
+import { allowedHostsSchema, byteSize, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
 import { parseUpstreams } from "./upstream/address";
@@ -14,6 +14,10 @@ export const configSchema = z
   .object({
     LOCALDECIDER_HOST: text("127.0.0.1"),
     LOCALDECIDER_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+    // Host names the service answers for besides the loopback names and LOCALDECIDER_HOST (DNS rebinding): a
+    // comma list of names, addresses and `.domain`s, or `*` for any. Unset: those alone without an API key,
+    // no check with LOCALDECIDER_API_KEY set. See hostPolicy in the service kit.
+    LOCALDECIDER_ALLOWED_HOSTS: allowedHostsSchema().optional(),
     // Set: an OpenAI-compatible model server (e.g. llama.cpp's `llama-server --port 8081`), without `/v1`, or
     // several separated by commas (each gets MAX_INFLIGHT; requests spread by least load, with failover).
     // Unset: the embedded engine runs LOCALDECIDER_MODEL in this process.

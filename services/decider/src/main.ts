@@ -1,4 +1,4 @@
-import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
+import { createLogger, describeError, exitOnSignals, hostPolicy, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
@@ -18,6 +18,11 @@ async function main(): Promise<void> {
   const backend = createBackend(config, logger);
   const shared = await sharedLimits(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE, shared);
+  const allowedHosts = hostPolicy({
+    configured: config.LOCALDECIDER_ALLOWED_HOSTS,
+    listenHost: config.LOCALDECIDER_HOST,
+    authenticated: config.LOCALDECIDER_API_KEY !== undefined,
+  });
   const { app } = createApp({
     pool: backend.pool,
     describeBackend: () => backend.describe(),
@@ -26,6 +31,7 @@ async function main(): Promise<void> {
     upstreamAddress: backend.display,
     upstreamModel: backend.model,
     apiKey: config.LOCALDECIDER_API_KEY,
+    allowedHosts,
     limits: {
       questionsPerCall: config.LOCALDECIDER_QUESTIONS_PER_CALL,
       outcomesPerCall: config.LOCALDECIDER_OUTCOMES_PER_CALL,
@@ -57,6 +63,13 @@ async function main(): Promise<void> {
     version: SERVICE_VERSION,
     promptVersion: PROMPT_VERSION,
     auth: config.LOCALDECIDER_API_KEY !== undefined,
+    // The names a request's Host may carry (else 421), or why any is answered.
+    allowedHosts:
+      allowedHosts === undefined
+        ? config.LOCALDECIDER_ALLOWED_HOSTS?.any === true
+          ? "any (LOCALDECIDER_ALLOWED_HOSTS=*)"
+          : "any (LOCALDECIDER_API_KEY set)"
+        : [...allowedHosts.names, ...allowedHosts.domains.map((d) => `.${d}`)],
     calibration:
       calibration === undefined
         ? "off"

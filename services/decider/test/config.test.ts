@@ -36,6 +36,7 @@ describe("configSchema", () => {
     expect(Object.keys(configSchema.shape)).toStrictEqual([
       "LOCALDECIDER_HOST",
       "LOCALDECIDER_PORT",
+      "LOCALDECIDER_ALLOWED_HOSTS",
       "LOCALDECIDER_UPSTREAM",
       "LOCALDECIDER_UPSTREAM_MODEL",
       "LOCALDECIDER_UPSTREAM_API_KEY",
@@ -99,6 +100,16 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["http", "Invalid input: expected number, received NaN"],
       ["70000", "Too big: expected number to be <=65535"],
       ["-1", "Too small: expected number to be >=0"],
+    ],
+    LOCALDECIDER_ALLOWED_HOSTS: [
+      [
+        "decider.example.com:8080",
+        '"decider.example.com:8080" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
+      ],
+      [
+        "decider, http://decider",
+        '"http://decider" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
+      ],
     ],
     LOCALDECIDER_UPSTREAM: [
       ["nope", "must be an http:// or https:// URL, or several separated by commas"],

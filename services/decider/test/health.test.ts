@@ -1,6 +1,6 @@
 import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
-import { type Harness, harness } from "./helpers";
+import { capturingLogger, type Harness, harness } from "./helpers";
 
 describe("GET /health", () => {
   let h: Harness;
@@ -50,16 +50,47 @@ describe("GET /ready", () => {
     });
   });
 
-  it("answers 503 naming what the backend serves when it does not list the configured model", async () => {
+  it("answers 503 saying the configured model is missing, never naming a model the server has", async () => {
     h = await harness({ upstreamModel: "qwen2.5-1.5b-instruct" });
-    h.fake.models = ["llama-3.2-1b", "phi-4"];
+    h.fake.models = ["ft:customer-acme-private-2026", "phi-4"];
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(503);
     expect(res.body).toStrictEqual({
-      error:
-        'inference backend returned HTTP 404: it does not serve model "qwen2.5-1.5b-instruct"; it lists: llama-3.2-1b, phi-4',
+      error: 'inference backend returned HTTP 404: it does not serve model "qwen2.5-1.5b-instruct"',
       code: "backend_not_ready",
     });
+  });
+
+  it("with the model missing, a decision's 503 names no model the server has either", async () => {
+    h = await harness({ upstreamModel: "qwen2.5-1.5b-instruct" });
+    h.fake.models = ["ft:customer-acme-private-2026"];
+    const res = await request(h.app)
+      .post("/v1/systemone")
+      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+    expect({ status: res.status, body: res.body }).toStrictEqual({
+      status: 503,
+      body: {
+        error: 'inference backend returned HTTP 404: it does not serve model "qwen2.5-1.5b-instruct"',
+        code: "model_unavailable",
+      },
+    });
+    expect(h.fake.calls).toBe(0);
+  });
+
+  it("logs what the server lists once, bounded: the first 20 names, each cut to 100 characters, and the count", async () => {
+    const { logger, lines } = capturingLogger("info");
+    h = await harness({ upstreamModel: "qwen2.5-1.5b-instruct", logger });
+    const long = `ft:customer-${"x".repeat(200)}`;
+    h.fake.models = [long, ...Array.from({ length: 24 }, (_, i) => `private-${i}`)];
+    for (let i = 0; i < 2; i++) await request(h.app).get("/ready").expect(503);
+    const shown = [`${long.slice(0, 100)}…`, ...Array.from({ length: 19 }, (_, i) => `private-${i}`)];
+    expect(lines.filter((l) => l.message === "model server not ready")).toStrictEqual([
+      expect.objectContaining({
+        level: "warn",
+        reason: 'inference backend returned HTTP 404: it does not serve model "qwen2.5-1.5b-instruct"',
+        detail: `GET ${h.upstream}/v1/models lists 25 models: ${shown.map((n) => JSON.stringify(n)).join(", ")} (and 5 more)`,
+      }),
+    ]);
   });
 
   it("answers 503 when the backend is unreachable, logging the change once at warn and no error per poll", async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { createLogger, type Logger, serve } from "@localdecider/service-kit";
+import { type AllowedHosts, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
 import type { Backend } from "../src/backend";
 import type { Calibration } from "../src/calibration/calibration";
@@ -59,6 +59,8 @@ export interface Harness {
 export interface HarnessOptions {
   flavour?: Flavour;
   apiKey?: string;
+  /** The Host check; by default the one main.ts wires without LOCALDECIDER_ALLOWED_HOSTS, on 127.0.0.1. */
+  allowedHosts?: AllowedHosts | undefined;
   upstreamApiKey?: string;
   timeoutSeconds?: number;
   maxInflight?: number;
@@ -151,6 +153,10 @@ export function deciderOver(backend: BackendUnderTest, options: HarnessOptions =
     upstreamAddress: backend.display,
     upstreamModel: backend.model,
     apiKey: options.apiKey,
+    allowedHosts:
+      "allowedHosts" in options
+        ? options.allowedHosts
+        : hostPolicy({ configured: undefined, listenHost: "127.0.0.1", authenticated: options.apiKey !== undefined }),
     limits: { questionsPerCall: options.questionsPerCall ?? 16, outcomesPerCall: options.outcomesPerCall ?? 128 },
     malformedRetries: options.malformedRetries ?? 2,
     timeoutSeconds: options.timeoutSeconds ?? 30,

@@ -95,7 +95,7 @@ describe("GET /openapi.json and GET /docs", () => {
   it("serves an OpenAPI 3.1 document built from ROUTE_DOCS that the official schema accepts", async () => {
     h = await harness();
     const res = await request(h.app).get("/openapi.json").expect(200);
-    expect(res.body).toStrictEqual(buildDeciderOpenApi());
+    expect(res.body).toStrictEqual(buildDeciderOpenApi({ hostCheck: true }));
     const validation = await validateOpenApi31(res.body);
     expect(validation).toStrictEqual({ valid: true, report: expect.anything() });
     expect(Object.keys(res.body.paths).sort()).toStrictEqual(["/health", "/ready", "/v1/models", "/v1/systemone"]);
@@ -121,7 +121,7 @@ describe("GET /openapi.json and GET /docs", () => {
 });
 
 describe("live responses against /openapi.json", () => {
-  const document = buildDeciderOpenApi();
+  const document = buildDeciderOpenApi({ hostCheck: false });
   const decide = (target: Harness, body: unknown = payload()) =>
     request(target.app)
       .post("/v1/systemone")

@@ -355,7 +355,7 @@ describe("POST /v1/systemone", () => {
         const res = await decide(h);
         expect(res.status).toBe(503);
         expect(res.body).toStrictEqual({
-          error: 'inference backend returned HTTP 404: it does not serve model "missing-model"; it lists: test-model',
+          error: 'inference backend returned HTTP 404: it does not serve model "missing-model"',
           code: "model_unavailable",
         });
         expect(h.fake.calls).toBe(0);

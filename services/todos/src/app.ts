@@ -1,15 +1,24 @@
-import { TODO_MESSAGES, TODOS_AUTH_RESPONSES, todosRoutes } from "@localdecider/contracts";
 import {
+  HOST_NOT_ALLOWED_STATUS,
+  TODO_MESSAGES,
+  TODOS_AUTH_RESPONSES,
+  TODOS_HOST_RESPONSES,
+  todosRoutes,
+} from "@localdecider/contracts";
+import {
+  type AllowedHosts,
   AppError,
   accessLog,
   bodyParserErrorType,
   buildOpenApiDocument,
   docsRouter,
   errorHandler,
+  hostCheck,
   jsonBody,
   type Logger,
   notFoundHandler,
   type OpenApiDocument,
+  PROBE_PATHS,
   registerRoutes,
   requestId,
 } from "@localdecider/service-kit";
@@ -43,6 +52,12 @@ export interface AppDeps {
   auth?: TodosAuth | undefined;
   /** Items one user may hold (TODOS_MAX_ITEMS_PER_USER); a create past it answers 409. Default 10,000. */
   maxItemsPerUser?: number | undefined;
+  /**
+   * The Host check against DNS rebinding (hostPolicy of TODOS_ALLOWED_HOSTS, TODOS_HOST and sign-in): a
+   * request for any other name gets 421 before any route runs, except on /health, /ready and /metrics.
+   * undefined: no check (sign-in on without TODOS_ALLOWED_HOSTS, or `*`).
+   */
+  allowedHosts: AllowedHosts | undefined;
   /**
    * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
    * access log and before any route (tests mount their response recorders here).
@@ -83,9 +98,11 @@ function mapKnownError(err: unknown): AppError | undefined {
 /**
  * The API description, from the same route contracts the routes are registered and validated from. The
  * bearer scheme and its 401/403 (503 with a key set) are declared only when sign-in is on: with sign-in
- * off the document says no authentication, which is the truth.
+ * off the document says no authentication, which is the truth. Likewise the Host check's 421, on every
+ * route but the probes', only when the check is on.
  */
-export function buildTodosOpenApi(auth?: TodosAuth): OpenApiDocument {
+export function buildTodosOpenApi(options: { auth?: TodosAuth | undefined; hostCheck: boolean }): OpenApiDocument {
+  const { auth } = options;
   const { 503: keysUnavailable, ...always } = TODOS_AUTH_RESPONSES;
   return buildOpenApiDocument({
     info: {
@@ -95,6 +112,7 @@ export function buildTodosOpenApi(auth?: TodosAuth): OpenApiDocument {
         "Per-user todo lists. GET /metrics (Prometheus), GET /openapi.json and GET /docs are not listed here.",
     },
     routes: todosRoutes,
+    ...(options.hostCheck ? { shared: { responses: TODOS_HOST_RESPONSES, exceptPaths: PROBE_PATHS } } : {}),
     ...(auth === undefined
       ? {}
       : {
@@ -119,8 +137,17 @@ export function createApp(deps: AppDeps): Express {
   app.use(accessLog(logger));
   app.use(metrics.metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
+  // Before any route, so that a request for a rebound name reads and changes nothing (its body unread).
+  if (deps.allowedHosts !== undefined) {
+    app.use(
+      hostCheck({
+        allowed: deps.allowedHosts,
+        reject: (cause) => new AppError(HOST_NOT_ALLOWED_STATUS, TODO_MESSAGES.hostNotAllowed, { cause }),
+      }),
+    );
+  }
   app.get("/metrics", metrics.metrics.handler);
-  app.use(docsRouter(buildTodosOpenApi(deps.auth)));
+  app.use(docsRouter(buildTodosOpenApi({ auth: deps.auth, hostCheck: deps.allowedHosts !== undefined })));
 
   // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
   // Sign-in comes first: a request without a valid token gets its 401/403 before its body is read.

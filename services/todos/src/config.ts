@@ -1,4 +1,4 @@
-import { LOG_LEVELS } from "@localdecider/service-kit";
+import { allowedHostsSchema, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 
 /**
@@ -66,6 +66,12 @@ export const configSchema = z
     TODOS_HOST: z.string().default("127.0.0.1"),
     /** TCP port to listen on (0 picks a free one). */
     TODOS_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    /**
+     * Host names the service answers for besides the loopback names and TODOS_HOST (DNS rebinding): a comma
+     * list of names, addresses and `.domain`s, or `*` for any. Unset: those alone with sign-in off, no check
+     * with sign-in on. See hostPolicy in the service kit.
+     */
+    TODOS_ALLOWED_HOSTS: allowedHostsSchema().optional(),
     /** PostgreSQL connection string; when unset the embedded PGlite database in TODOS_DATA_DIR is used. */
     DATABASE_URL: z
       .string()

@@ -1,4 +1,4 @@
-import { createLogger, describeError, exitOnSignals, loadConfig, serve } from "@localdecider/service-kit";
+import { createLogger, describeError, exitOnSignals, hostPolicy, loadConfig, serve } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { configSchema } from "./config";
 import { authFromConfig } from "./http/auth";
@@ -24,6 +24,11 @@ async function main(): Promise<void> {
       ...auth.tokenTimes,
     });
   }
+  const allowedHosts = hostPolicy({
+    configured: config.TODOS_ALLOWED_HOSTS,
+    listenHost: config.TODOS_HOST,
+    authenticated: auth !== undefined,
+  });
   // Created before storage, which reports query timings and its pool to it.
   const metrics = createTodosMetrics();
   const repository = await openStorage({
@@ -35,7 +40,7 @@ async function main(): Promise<void> {
   });
   logger.info("storage ready", { storage: repository.kind });
   const running = await serve(
-    createApp({ repository, logger, metrics, auth, maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER }),
+    createApp({ repository, logger, metrics, auth, allowedHosts, maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER }),
     {
       host: config.TODOS_HOST,
       port: config.TODOS_PORT,
@@ -43,7 +48,17 @@ async function main(): Promise<void> {
       onClose: () => repository.close(),
     },
   );
-  logger.info("listening", { host: config.TODOS_HOST, port: running.port });
+  logger.info("listening", {
+    host: config.TODOS_HOST,
+    port: running.port,
+    // The names a request's Host may carry (else 421), or why any is answered.
+    allowedHosts:
+      allowedHosts === undefined
+        ? config.TODOS_ALLOWED_HOSTS?.any === true
+          ? "any (TODOS_ALLOWED_HOSTS=*)"
+          : "any (sign-in on)"
+        : [...allowedHosts.names, ...allowedHosts.domains.map((d) => `.${d}`)],
+  });
   exitOnSignals(running, logger);
 }
 

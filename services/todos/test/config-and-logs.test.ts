@@ -3,6 +3,7 @@ import request from "supertest";
 import { createApp } from "../src/app";
 import { configSchema } from "../src/config";
 import type { TodoRepository } from "../src/storage/repository";
+import { defaultHosts } from "./support/storage-modes";
 
 describe("configSchema", () => {
   it("when nothing is set, takes the documented defaults", () => {
@@ -21,6 +22,7 @@ describe("configSchema", () => {
       loadConfig(configSchema, {
         TODOS_HOST: "0.0.0.0",
         TODOS_PORT: "8080",
+        TODOS_ALLOWED_HOSTS: "todos, Todos.Example.com,.svc.cluster.local",
         DATABASE_URL: "postgresql://u@db:5432/todos",
         TODOS_DATA_DIR: "/var/lib/todos",
         LOG_LEVEL: "debug",
@@ -36,6 +38,7 @@ describe("configSchema", () => {
     ).toStrictEqual({
       TODOS_HOST: "0.0.0.0",
       TODOS_PORT: 8080,
+      TODOS_ALLOWED_HOSTS: { any: false, names: ["todos", "todos.example.com"], domains: ["svc.cluster.local"] },
       DATABASE_URL: "postgresql://u@db:5432/todos",
       TODOS_DATA_DIR: "/var/lib/todos",
       LOG_LEVEL: "debug",
@@ -88,7 +91,7 @@ describe("logging", () => {
     for (const transport of logger.transports) transport.silent = true;
     const lines: Record<string, unknown>[] = [];
     logger.on("data", (info: Record<string, unknown>) => lines.push(info));
-    return { app: createApp({ repository: failingRepository, logger }), lines };
+    return { app: createApp({ repository: failingRepository, logger, allowedHosts: defaultHosts() }), lines };
   }
 
   it("when storage fails, answers 500 without internals and logs the error with the request id", async () => {
@@ -117,7 +120,7 @@ describe("logging", () => {
         return [];
       },
     };
-    await request(createApp({ repository, logger }))
+    await request(createApp({ repository, logger, allowedHosts: defaultHosts() }))
       .get("/users/u/todos")
       .set("x-request-id", "req-context-1")
       .expect(200, { todoItems: [] });

@@ -17,6 +17,18 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ["http", {}, "TODOS_PORT: Invalid input: expected number, received NaN"],
     ["70000", {}, "TODOS_PORT: Too big: expected number to be <=65535"],
   ],
+  TODOS_ALLOWED_HOSTS: [
+    [
+      "todos.example.com:3000",
+      {},
+      'TODOS_ALLOWED_HOSTS: "todos.example.com:3000" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
+    ],
+    [
+      "https://todos.example.com",
+      {},
+      'TODOS_ALLOWED_HOSTS: "https://todos.example.com" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
+    ],
+  ],
   DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
   TODOS_DATA_DIR: [],
   TODOS_MAX_ITEMS_PER_USER: [

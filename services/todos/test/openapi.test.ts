@@ -3,7 +3,7 @@ import { buildTodosOpenApi } from "../src/app";
 
 describe("the route contracts as an OpenAPI document", () => {
   it("documents every contract under its name as operationId, with its statuses, and nothing else", () => {
-    const doc = buildTodosOpenApi();
+    const doc = buildTodosOpenApi({ hostCheck: false });
     const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops).map(
         ([method, op]) =>
@@ -23,7 +23,7 @@ describe("the route contracts as an OpenAPI document", () => {
   });
 
   it("describes the list's paging parameters with their bounds, and the create's 409 for a full list", () => {
-    const doc = buildTodosOpenApi();
+    const doc = buildTodosOpenApi({ hostCheck: false });
     for (const path of ["/users/{userId}/todos", "/v1/user/{userId}/todos"]) {
       const parameters = doc.paths[path]?.get?.parameters as { in: string; name: string; description?: string }[];
       expect(parameters.filter((p) => p.in === "query").map((p) => [p.name, p.description])).toStrictEqual([
@@ -39,5 +39,23 @@ describe("the route contracts as an OpenAPI document", () => {
     }
     const responses = doc.paths["/users/{userId}/todos"]?.post?.responses as Record<string, { description: string }>;
     expect(responses["409"]?.description).toMatch(/^The user's list already holds the most items/);
+  });
+
+  it("with the Host check on, adds its 421 to every route but the probes'", () => {
+    const statuses = (doc: ReturnType<typeof buildTodosOpenApi>) =>
+      Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.entries(ops).map(
+          ([method, op]) => `${method.toUpperCase()} ${path} ${Object.keys(op.responses as object).join(",")}`,
+        ),
+      );
+    expect(statuses(buildTodosOpenApi({ hostCheck: true })).sort()).toStrictEqual([
+      "DELETE /users/{userId}/todos/{itemId} 200,400,404,421,500",
+      "GET /health 200",
+      "GET /ready 200,503",
+      "GET /users/{userId}/todos 200,400,421,500",
+      "GET /v1/user/{userId}/todos 200,400,421,500",
+      "POST /users/{userId}/todos 201,400,413,415,421,500",
+      "PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,421,500",
+    ]);
   });
 });

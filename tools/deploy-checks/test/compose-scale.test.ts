@@ -188,6 +188,26 @@ describe("the proxy (Caddy) and docker/Caddyfile", () => {
     }
   });
 
+  it("passes each client's Host on as it came (no header_up), and the replicas keep the main file's Host check", () => {
+    // Clients reach the proxy on the published 127.0.0.1 ports, a loopback name every replica answers; a name
+    // the operator puts in front goes into .env's *_ALLOWED_HOSTS, which the replicas get from the main file.
+    const sites = caddyfile(defaults).sites;
+    for (const port of [defaults.TODOS_PORT, defaults.LOCALDECIDER_PORT]) {
+      const proxyBlock = findDirective(sites.get(`:${port}`) ?? [], "reverse_proxy")?.block ?? [];
+      const rewrites = ["header_up", "headers"].flatMap((name) => findDirective(proxyBlock, name)?.tokens ?? []);
+      expect({ port, rewrites }).toStrictEqual({ port, rewrites: [] });
+    }
+    for (const [name, variable] of [
+      ["todos", "TODOS_ALLOWED_HOSTS"],
+      ["decider", "LOCALDECIDER_ALLOWED_HOSTS"],
+    ] as const) {
+      expect({ name, value: service(name).environment?.[variable] }).toStrictEqual({
+        name,
+        value: main.services[name]?.environment?.[variable],
+      });
+    }
+  });
+
   it("answers its healthcheck from a site of its own on the container's loopback", () => {
     const url = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(String(proxy.healthcheck?.test));
     const site = caddyfile(defaults).sites.get(`:${url?.[1]}`) ?? [];

@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { hostAllowed, hostPolicy, loadConfig, PROBE_PATHS } from "@localdecider/service-kit";
 import { drainSeconds } from "../src/drain";
 import {
   COMPOSE_FILES,
@@ -10,6 +11,7 @@ import {
   readRepoFile,
   repoPath,
   SECRET_NAME,
+  serviceSchemas,
 } from "../src/repo";
 
 const compose = loadCompose("docker-compose.yml");
@@ -155,6 +157,65 @@ describe("no secrets in compose files", () => {
 
   it("requires POSTGRES_PASSWORD to be set rather than defaulting it", () => {
     expect(service("postgres").environment?.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
+  });
+});
+
+// ---- the Host check against DNS rebinding (issue 19, point 5) ----------------------------------------------
+
+/**
+ * Whom a service of the compose stack answers, read as the service reads it: compose's value for its
+ * allowlist with `.env`'s part filled in, parsed by the service's own schema (its built config), and the
+ * service kit's policy (the one main.ts applies).
+ */
+function composeHostPolicy(name: "todos" | "decider", dotEnv: string, authenticated: boolean) {
+  const prefix = name === "todos" ? "TODOS" : "LOCALDECIDER";
+  const environment = service(name).environment ?? {};
+  const value = String(environment[`${prefix}_ALLOWED_HOSTS`]).replace(/\$\{[A-Z_]+:-\}/, dotEnv);
+  const config = loadConfig(serviceSchemas()[name], {
+    [`${prefix}_ALLOWED_HOSTS`]: value,
+    [`${prefix}_HOST`]: String(environment[`${prefix}_HOST`]),
+  }) as Record<string, unknown>;
+  return hostPolicy({
+    configured: config[`${prefix}_ALLOWED_HOSTS`] as Parameters<typeof hostPolicy>[0]["configured"],
+    listenHost: String(config[`${prefix}_HOST`]),
+    authenticated,
+  });
+}
+
+describe.each([
+  ["todos", 3000],
+  ["decider", 8080],
+] as const)("the Host check of %s in docker-compose.yml", (name, port) => {
+  it("answers its compose name (other containers) and loopback (the published port), refuses a rebound name", () => {
+    for (const authenticated of [false, true]) {
+      const policy = composeHostPolicy(name, "", authenticated);
+      const answered = [`${name}:${port}`, `127.0.0.1:${port}`, `localhost:${port}`, "rebind.attacker.example"].map(
+        (host) => policy !== undefined && hostAllowed(policy, host),
+      );
+      expect({ authenticated, answered }).toStrictEqual({ authenticated, answered: [true, true, true, false] });
+    }
+  });
+
+  it("keeps the names .env adds, and .env's * turns the check off", () => {
+    const policy = composeHostPolicy(name, "api.example.com,.corp.example", false);
+    expect(
+      [`${name}:${port}`, "api.example.com", "x.corp.example:443", "rebind.attacker.example"].map(
+        (host) => policy !== undefined && hostAllowed(policy, host),
+      ),
+    ).toStrictEqual([true, true, true, false]);
+    expect(composeHostPolicy(name, "*", false)).toBeUndefined();
+  });
+
+  it("probes a path the check leaves open, on loopback", () => {
+    // fetch('http://127.0.0.1:'+(process.env.PORT||n)+'/ready')
+    const test = healthTest(name);
+    const host = /http:\/\/([^:'/]+)/.exec(test)?.[1];
+    const path = /\+'(\/[^']*)'\)/.exec(test)?.[1] ?? "";
+    expect({ host, path, open: (PROBE_PATHS as readonly string[]).includes(path) }).toStrictEqual({
+      host: "127.0.0.1",
+      path: "/ready",
+      open: true,
+    });
   });
 });
 

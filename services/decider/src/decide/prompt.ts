@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Entry } from "@localdecider/contracts";
+import type { Entry, JsonValue } from "@localdecider/contracts";
 import type { ChatMessage } from "../upstream/types";
 import { answerKey, type Part } from "./plan";
 
@@ -9,7 +9,8 @@ import { answerKey, type Part } from "./plan";
  *
  * Everything a client sends is untrusted text, fenced so that it cannot forge the prompt's structure: the
  * state sits between two marker lines whose tag it cannot contain (see stateFence), and every question
- * name, instruction, label and description is a JSON string on its own line, where a newline is `\n`.
+ * name, instruction, label and description is a JSON string on its own line (see jsonLine), where a newline
+ * is `\n` and every other line terminator is escaped too.
  */
 export const PROMPT_VERSION = "3";
 
@@ -26,10 +27,28 @@ descriptions are quoted as JSON strings.
 Judge from the state alone, following the question's instructions and the descriptions of its outcomes.
 If unsure, still answer with the most likely outcome.`;
 
+/**
+ * Characters that end a line for some reader of the prompt besides `\n` and `\r`: VT, FF, the information
+ * separators FS, GS, RS, NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR (Unicode's line boundaries, Python's
+ * `str.splitlines`, which tokenizers and chat templates may follow). JSON.stringify escapes the first five (all
+ * below U+0020) but writes U+0085, U+2028 and U+2029 as they are.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these control characters are what it escapes
+const LINE_TERMINATORS = /[\u000b\u000c\u001c-\u001e\u0085\u2028\u2029]/g;
+
+/**
+ * A value as compact JSON on one line: JSON.stringify, with every line terminator it leaves as is escaped as
+ * `\uXXXX`. They can occur only inside JSON strings, where the escape means the same character, so the text
+ * still parses to the same value. For ASCII text it is JSON.stringify exactly.
+ */
+export function jsonLine(value: JsonValue): string {
+  return JSON.stringify(value).replace(LINE_TERMINATORS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 /** An instruction or description as one line: a string as a JSON string, JSON as compact JSON, null as nothing. */
 export function renderEntry(entry: Entry | undefined): string | undefined {
   if (entry === undefined || entry === null) return undefined;
-  return JSON.stringify(entry);
+  return jsonLine(entry);
 }
 
 /**
@@ -68,7 +87,7 @@ function kindTitle(part: Part): string {
 }
 
 function renderPart(part: Part, index: number): string {
-  const lines = [`## Question ${answerKey(index)}: ${JSON.stringify(part.question)} (${kindTitle(part)})`];
+  const lines = [`## Question ${answerKey(index)}: ${jsonLine(part.question)} (${kindTitle(part)})`];
   const instructions = renderEntry(part.instructions);
   if (instructions !== undefined) lines.push(`Instructions: ${instructions}`);
   if (part.kind === "noul") {
@@ -79,8 +98,7 @@ function renderPart(part: Part, index: number): string {
     for (const o of part.options) lines.push(`- ${o.label}${describe(o.description)}`);
   } else {
     lines.push("Options (answer with the code):");
-    for (const o of part.options)
-      lines.push(`- ${JSON.stringify(o.code)}: ${JSON.stringify(o.label)}${describe(o.description)}`);
+    for (const o of part.options) lines.push(`- ${jsonLine(o.code)}: ${jsonLine(o.label)}${describe(o.description)}`);
   }
   return lines.join("\n");
 }

@@ -9,7 +9,7 @@ export type Readiness =
   | { ready: true }
   | {
       ready: false;
-      /** For clients: a stable text that names no address and repeats no server text. */
+      /** For clients: a stable text that names no address, repeats no server text and lists no model it has. */
       message: string;
       modelMissing: boolean;
       /** For the log only: what exactly failed (it may name internal addresses). */
@@ -18,6 +18,24 @@ export type Readiness =
 
 /** The seed's text for a backend that does not hold the configured model; details follow it. */
 export const MODEL_404 = "inference backend returned HTTP 404";
+
+/**
+ * How much of a model server's list the log gets when the configured model is not on it: the first `names`
+ * names, each cut to `chars` characters, and the count. Clients get none of it: model names can be private
+ * (`ft:customer-acme-private-2026`) and the list has no length of its own.
+ */
+export const MODEL_LIST_LOG_LIMIT = { names: 20, chars: 100 };
+
+/** A model list for the log, bounded by MODEL_LIST_LOG_LIMIT: `3 models: a, b, c` or `57 models: a, …, t (and 37 more)`. */
+export function loggedModelList(ids: readonly string[]): string {
+  const { names, chars } = MODEL_LIST_LOG_LIMIT;
+  const shown = ids.slice(0, names).map((id) => {
+    const points = [...id];
+    return JSON.stringify(points.length > chars ? `${points.slice(0, chars).join("")}…` : id);
+  });
+  const more = ids.length > names ? ` (and ${ids.length - names} more)` : "";
+  return `${ids.length} model${ids.length === 1 ? "" : "s"}: ${shown.join(", ")}${more}`;
+}
 
 export interface ReadinessProbe {
   check(): Promise<Readiness>;
@@ -79,10 +97,12 @@ export class ModelListProbe implements ReadinessProbe {
       };
     }
     if (!ids.includes(model)) {
+      // Which models the server has goes to the log only (bounded), never to /ready or a decision's 503.
       return {
         ready: false,
-        message: `${MODEL_404}: it does not serve model "${model}"; it lists: ${ids.join(", ")}`,
+        message: `${MODEL_404}: it does not serve model "${model}"`,
         modelMissing: true,
+        detail: `GET ${this.options.baseURL}/models lists ${loggedModelList(ids)}`,
       };
     }
     return { ready: true };

@@ -13,8 +13,12 @@ import type { TodosAuth } from "../../src/http/auth";
 
 export const recorder = responseRecorder();
 
-/** The document an app built with this sign-in (none by default) serves. */
-export const todosOpenApi = (options: { auth?: TodosAuth | undefined } = {}) => buildTodosOpenApi(options.auth);
+/**
+ * The document an app built with this sign-in (none by default) and Host check serves; the check is on by
+ * default exactly when sign-in is off, as main.ts wires it without TODOS_ALLOWED_HOSTS.
+ */
+export const todosOpenApi = (options: { auth?: TodosAuth | undefined; hostCheck?: boolean } = {}) =>
+  buildTodosOpenApi({ auth: options.auth, hostCheck: options.hostCheck ?? options.auth === undefined });
 
 const others: { document: () => OpenApiDocument; responses: RecordedResponse[] }[] = [];
 

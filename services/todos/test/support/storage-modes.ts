@@ -1,9 +1,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createLogger, type Logger } from "@localdecider/service-kit";
+import { type AllowedHosts, createLogger, hostPolicy, type Logger } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { type AppDeps, createApp } from "../../src/app";
+import type { TodosAuth } from "../../src/http/auth";
 import { createTodosMetrics } from "../../src/metrics";
 import { openStorage, type StorageOptions } from "../../src/storage/open-storage";
 import type { TodoRepository } from "../../src/storage/repository";
@@ -42,6 +43,11 @@ export const STORAGE_MODES: StorageMode[] = [postgresMode, pgliteMode];
 
 export const silentLogger: Logger = createLogger({ service: "todos-test", level: "silent" });
 
+/** The Host check main.ts wires with TODOS_ALLOWED_HOSTS unset, on 127.0.0.1, with this sign-in. */
+export function defaultHosts(auth?: TodosAuth): AllowedHosts | undefined {
+  return hostPolicy({ configured: undefined, listenHost: "127.0.0.1", authenticated: auth !== undefined });
+}
+
 export interface TestApp {
   app: Express;
   repository: TodoRepository;
@@ -55,20 +61,29 @@ export async function buildApp(options: StorageOptions): Promise<TestApp> {
     repository,
     logger: silentLogger,
     metrics,
+    allowedHosts: defaultHosts(),
     hooks: { beforeRoutes: (a) => a.use(recorder.middleware) },
   });
   return { app, repository };
 }
 
 /**
- * Another app over an open repository, e.g. with sign-in on or another item limit; its responses are checked
- * against the document it serves itself (see setup/openapi-responses.ts).
+ * Another app over an open repository, e.g. with sign-in on, another item limit or another Host check (by
+ * default the one main.ts wires for that sign-in); its responses are checked against the document it serves
+ * itself (see setup/openapi-responses.ts).
  */
-export function appWith(repository: TodoRepository, deps: Pick<AppDeps, "auth" | "maxItemsPerUser"> = {}): Express {
+export function appWith(
+  repository: TodoRepository,
+  deps: Partial<Pick<AppDeps, "auth" | "allowedHosts" | "maxItemsPerUser">> = {},
+): Express {
+  const allowedHosts = "allowedHosts" in deps ? deps.allowedHosts : defaultHosts(deps.auth);
+  const hostCheck = allowedHosts !== undefined;
   return createApp({
     repository,
     logger: silentLogger,
-    ...deps,
-    hooks: { beforeRoutes: (a) => a.use(recorderFor(() => todosOpenApi({ auth: deps.auth }))) },
+    auth: deps.auth,
+    allowedHosts,
+    ...(deps.maxItemsPerUser === undefined ? {} : { maxItemsPerUser: deps.maxItemsPerUser }),
+    hooks: { beforeRoutes: (a) => a.use(recorderFor(() => todosOpenApi({ auth: deps.auth, hostCheck }))) },
   });
 }
