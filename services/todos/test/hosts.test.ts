@@ -107,7 +107,7 @@ describe("the Host check with sign-in on", () => {
   const auth = () => createJwtAuth({ keys: { secret: SECRET }, issuer: ISSUER, audience: AUDIENCE });
   const bearer = async (sub: string) => {
     const now = Math.floor(Date.now() / 1000);
-    const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub, exp: now + 300 })
+    const jwt = await new SignJWT({ iss: ISSUER, aud: AUDIENCE, sub, iat: now, exp: now + 300 })
       .setProtectedHeader({ alg: "HS256" })
       .sign(new TextEncoder().encode(SECRET));
     return `Bearer ${jwt}`;

@@ -54,7 +54,7 @@ describe("the route contracts as an OpenAPI document", () => {
       "GET /ready 200,503",
       "GET /users/{userId}/todos 200,400,421,500",
       "GET /v1/user/{userId}/todos 200,400,421,500",
-      "POST /users/{userId}/todos 201,400,413,415,421,500",
+      "POST /users/{userId}/todos 201,400,409,413,415,421,500",
       "PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,421,500",
     ]);
   });
