@@ -46,8 +46,13 @@ export const configSchema = z
       .optional(),
     // Embedded engine: `auto` lets node-llama-cpp use CUDA, Vulkan or Metal when present; `cpu` never.
     LOCALDECIDER_GPU: z.enum(["auto", "cpu"]).default("auto"),
-    // Embedded engine: tokens per sequence (one per MAX_INFLIGHT call): the longest prompt a call can have.
-    LOCALDECIDER_CONTEXT_SIZE: int(256, 1_048_576, 4096),
+    // Embedded engine: tokens per sequence (one per MAX_INFLIGHT slot): the longest prompt a call can have.
+    // `auto`: the model's training context, at most AUTO_CONTEXT_TOKENS (llama-engine.ts).
+    LOCALDECIDER_CONTEXT_SIZE: z
+      .union([z.literal("auto"), z.coerce.number().int().min(256).max(1_048_576)], {
+        error: 'expected "auto" or a whole number of tokens from 256 to 1048576',
+      })
+      .default("auto"),
     // Embedded engine: CPU threads per evaluation; 0 means one per math core of the machine.
     LOCALDECIDER_THREADS: int(0, 1024, 0),
     LOCALDECIDER_API_KEY: text().optional(),

@@ -15,7 +15,7 @@ describe("configSchema", () => {
       LOCALDECIDER_UPSTREAM_MODEL: "qwen2.5-1.5b-instruct",
       LOCALDECIDER_MODEL: "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
       LOCALDECIDER_GPU: "auto",
-      LOCALDECIDER_CONTEXT_SIZE: 4096,
+      LOCALDECIDER_CONTEXT_SIZE: "auto",
       LOCALDECIDER_THREADS: 0,
       LOCALDECIDER_TIMEOUT: 180,
       LOCALDECIDER_MAX_INFLIGHT: 2,
@@ -166,7 +166,8 @@ describe("every variable refuses values that can never work, naming itself", () 
     LOCALDECIDER_GPU: [["cuda", 'Invalid option: expected one of "auto"|"cpu"']],
     LOCALDECIDER_CONTEXT_SIZE: [
       ["100", "Too small: expected number to be >=256"],
-      ["lots", "Invalid input: expected number, received NaN"],
+      ["lots", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
+      ["4096.5", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
     ],
     LOCALDECIDER_THREADS: [["-1", "Too small: expected number to be >=0"]],
     LOCALDECIDER_API_KEY: [],

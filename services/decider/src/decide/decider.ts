@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts";
 import type { AppError, Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
@@ -162,6 +163,9 @@ export class Decider {
       absent: [],
       affinity: stateFence(renderState(state)).open,
     };
+    // Each call in flight listens to the request's signal (and stops listening when it ends); on a server
+    // with a shared prefix cache a prompt's calls run at once, more than Node's default warning level.
+    setMaxListeners(0, run.controller.signal);
     const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
     // One deadline for the whole request: its wait for a slot, its calls and their retries together.

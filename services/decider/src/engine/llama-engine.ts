@@ -10,11 +10,22 @@ export interface EngineOptions {
   gpu: "auto" | "cpu";
   /** Sequences of the one context: LOCALDECIDER_MAX_INFLIGHT, so every slot the limiter lends has one. */
   sequences: number;
-  /** Tokens each sequence holds (LOCALDECIDER_CONTEXT_SIZE): the longest prompt one call can have. */
-  contextSize: number;
+  /**
+   * Tokens each sequence holds (LOCALDECIDER_CONTEXT_SIZE): the longest prompt one call can have; `auto`:
+   * the model's training context, at most AUTO_CONTEXT_TOKENS.
+   */
+  contextSize: number | "auto";
   /** CPU threads for evaluation; 0 means one per math core the machine has (node-llama-cpp's cpuMathCores). */
   threads: number;
 }
+
+/**
+ * The most tokens per sequence `auto` gives: enough for the API's largest prompt in practice (a 255-label
+ * choice with a short description per label is about 4,500 tokens with the Qwen2.5 tokenizer, and leaves
+ * room for a state of ~3,000), while the KV cache of the default model stays under 0.5 GB for the default
+ * two sequences (Qwen2.5-1.5B: 28 KiB per token in F16).
+ */
+export const AUTO_CONTEXT_TOKENS = 8192;
 
 /** What GET /v1/models and the start-up log say of the loaded model. */
 export interface EngineInfo {
@@ -75,8 +86,10 @@ export class LlamaEngine {
       // Never node-llama-cpp's own default (its maxThreads, twice the cores on a 2-core machine): more
       // threads than cores spin against each other, and an evaluation measured 250x slower that way.
       const threads = options.threads > 0 ? options.threads : Math.max(1, llama.cpuMathCores);
+      const contextSize =
+        options.contextSize === "auto" ? Math.min(model.trainContextSize, AUTO_CONTEXT_TOKENS) : options.contextSize;
       const context = await model.createContext({
-        contextSize: options.contextSize,
+        contextSize,
         sequences: options.sequences,
         flashAttention: false,
         threads,

@@ -210,6 +210,32 @@ describe("the embedded engine", () => {
     expect((await decide(d.app, { a: { type: "noul" } })).status).toBe(200);
   });
 
+  it("on the default context (auto: the model's, at most 8192), answers a 255-label choice with a short description per label", async () => {
+    // A model trained on long contexts, as Qwen2.5 (32,768): `auto` gives each sequence 8192 tokens.
+    const longFile = tinyModelPath({ ...ANSWER_MODEL, contextLength: 32768 });
+    const long = new EmbeddedUpstream({
+      source: { kind: "file", path: longFile },
+      modelsDir: path.join(os.tmpdir(), "unused"),
+      sha256: undefined,
+      engine: { gpu: "cpu", sequences: 2, contextSize: "auto", threads: 1 },
+      logger: capturingLogger().logger,
+    });
+    await long.start();
+    const backend = embeddedBackend(long, longFile, capturingLogger().logger);
+    const onDefaults = deciderOver(backend, { maxInflight: 2 });
+    try {
+      expect(long.info?.contextSize).toBe(8192);
+      const labels = Array.from({ length: 255 }, (_, i) => `label-${i}`);
+      const res = await decide(onDefaults.app, { big: chooser(labels) });
+      expect(res.body.error).toBeUndefined();
+      expect(res.status).toBe(200);
+      expect(Object.keys(res.body.answers.big.probabilities)).toHaveLength(255);
+    } finally {
+      await onDefaults.close();
+      await long.close();
+    }
+  });
+
   it("describes the loaded model at GET /v1/models", async () => {
     const res = await request(d.app).get("/v1/models");
     expect(res.status).toBe(200);
