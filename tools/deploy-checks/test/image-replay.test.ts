@@ -168,12 +168,48 @@ describe.each(TARGETS)(
       let upstream: Server | undefined;
       const env: NodeJS.ProcessEnv = { ...baseEnv, [portVar]: String(await freePort()) };
       if (service === "decider" && target === undefined) {
-        // Server mode is ready when its model server lists the configured model.
+        // Server mode is ready when its model server lists the configured model and passes the decider's
+        // start-up checks (one-token chat calls): it continues a prefill (one prompt token more for the
+        // one-character prefill) and reports the same top_logprobs at every temperature.
         upstream = createServer((req, res) => {
           res.setHeader("content-type", "application/json");
-          if (req.url === "/v1/models")
+          if (req.url === "/v1/models") {
             res.end(JSON.stringify({ object: "list", data: [{ id: "m", object: "model" }] }));
-          else res.writeHead(404).end("{}");
+            return;
+          }
+          if (req.url !== "/v1/chat/completions") {
+            res.writeHead(404).end("{}");
+            return;
+          }
+          let body = "";
+          req.on("data", (chunk: Buffer) => {
+            body += chunk.toString("utf8");
+          });
+          req.on("end", () => {
+            const messages = (JSON.parse(body) as { messages: { role: string }[] }).messages;
+            const prefilled = messages[messages.length - 1]?.role === "assistant";
+            const top = [
+              { token: '"', logprob: Math.log(0.9), bytes: [34] },
+              { token: " ", logprob: Math.log(0.1), bytes: [32] },
+            ];
+            res.end(
+              JSON.stringify({
+                id: "c",
+                object: "chat.completion",
+                created: 0,
+                model: "m",
+                choices: [
+                  {
+                    index: 0,
+                    message: { role: "assistant", content: '"' },
+                    finish_reason: "length",
+                    logprobs: { content: [{ ...top[0], top_logprobs: top }] },
+                  },
+                ],
+                usage: { prompt_tokens: prefilled ? 11 : 10, completion_tokens: 1, total_tokens: 12 },
+              }),
+            );
+          });
         });
         await new Promise<void>((resolve) => upstream?.listen(0, "127.0.0.1", resolve));
         env.LOCALDECIDER_UPSTREAM = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
