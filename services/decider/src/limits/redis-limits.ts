@@ -133,12 +133,18 @@ export class RedisLimits implements SharedLimits {
     try {
       for (;;) {
         if (signal.aborted) throw new AbortedError();
-        const [ok, , , , pinned] = await this.change(
-          0,
-          alone ? this.options.maxInflight : 1,
-          server,
-          alone ? "alone" : "op",
-        );
+        let answer: Answer;
+        try {
+          answer = await this.change(0, alone ? this.options.maxInflight : 1, server, alone ? "alone" : "op");
+        } catch (err) {
+          // The request is admitted: a slow or unreachable Redis makes it wait (until its own deadline, which
+          // aborts the signal), not fail. An ask that timed out may still run in Redis later; the slot it took
+          // is nobody's, and the next heartbeat, which sets this replica's counts and pins, gives it back.
+          if (!(err instanceof LimiterUnavailableError) || this.closed) throw err;
+          await this.nextChance(server, signal);
+          continue;
+        }
+        const [ok, , , , pinned] = answer;
         // A lone hold has every slot of the server: it runs as slot 0.
         if (ok === 1) return alone ? 0 : pinned;
         await this.nextChance(server, signal);
@@ -209,6 +215,9 @@ export class RedisLimits implements SharedLimits {
    * (reserve, a slot) counts only once admitted, and is reported as taken while unanswered.
    */
   private async change(dq: number, dr: number, server: string, mode: Mode, freedPin = -1): Promise<Answer> {
+    // A hand-back after close (a request that was still running) has nothing left to return: close() gave
+    // back all this replica held. It never rejects, since nobody waits for a hand-back.
+    if (this.closed && dq <= 0 && dr <= 0) return [1, 0, 0, 0, -1];
     if (this.closed) throw new LimiterUnavailableError("the decider is shutting down");
     // What Redis should hold for this replica before this change, if it has lost it.
     const before = this.reported();

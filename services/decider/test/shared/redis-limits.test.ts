@@ -1,8 +1,9 @@
 import { createLogger } from "@localdecider/service-kit";
+import Redis from "ioredis";
 import { RedisLimits, type RedisLimitsOptions } from "../../src/limits/redis-limits";
-import { LimiterUnavailableError } from "../../src/limits/types";
+import { AbortedError, LimiterUnavailableError } from "../../src/limits/types";
 import { MACHINE_REDIS } from "../helpers";
-import { freePort, sharedPins, sharedTotals, testPrefix } from "./processes";
+import { freePort, OwnRedis, sharedPins, sharedTotals, testPrefix } from "./processes";
 
 /** RedisLimits of two "replicas" in one process, against the machine's Redis, each test under its own prefix. */
 
@@ -194,7 +195,58 @@ describe("RedisLimits", () => {
     await slot(a);
   });
 
-  it("with Redis unreachable, admits nothing and says why", async () => {
+  it("a hand-back after close (a request still running when the decider shut down) neither throws nor rejects unhandled", async () => {
+    const [a] = await replicas(1, { maxInflight: 2 });
+    if (a === undefined) throw new Error("one replica");
+    const slot0 = await slot(a);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      await a.close();
+      // The request in flight finishes after the close and hands its slot and its calls back.
+      a.release(SERVER, slot0, 3);
+      a.unreserve(1);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toStrictEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
+
+  it("an admitted request waiting for a slot keeps waiting through a Redis slower than the command timeout, and gets its slot", async () => {
+    const own = new OwnRedis(await freePort());
+    await own.start();
+    const limits = new RedisLimits({
+      url: own.url,
+      prefix: testPrefix(),
+      maxInflight: 1,
+      maxQueue: 10,
+      leaseMs: 15_000,
+      logger,
+    });
+    opened.push(limits);
+    const pauser = new Redis(own.url);
+    try {
+      for (let i = 0; (await limits.unavailable()) !== undefined; i++) {
+        if (i === 200) throw new Error("the test's Redis does not answer");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(await limits.reserve(2, { server: SERVER })).toStrictEqual({ ok: true, slot: 0 });
+      const waiting = slot(limits);
+      expect(await settled(waiting)).toBe(false);
+      // Redis answers nobody for 2.5 s: longer than a command may take (2 s); the holder hands its slot back meanwhile.
+      await pauser.call("CLIENT", "PAUSE", "2500");
+      limits.release(SERVER, 0, 1);
+      expect(await waiting).toBe(0);
+      limits.release(SERVER, 0, 1);
+    } finally {
+      pauser.disconnect();
+      await own.stop();
+    }
+  }, 20_000);
+
+  it("with Redis unreachable, admits nothing and says why; an admitted request's ask for a slot waits until its deadline", async () => {
     const port = await freePort();
     const limits = new RedisLimits({
       url: `redis://127.0.0.1:${port}`,
@@ -207,6 +259,11 @@ describe("RedisLimits", () => {
     opened.push(limits);
     expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
     await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
-    await expect(slot(limits)).rejects.toThrow(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
+    // An admitted request asking for its slot waits for Redis until its own deadline ends the wait.
+    const deadline = new AbortController();
+    const waiting = slot(limits, { signal: deadline.signal });
+    expect(await settled(waiting)).toBe(false);
+    deadline.abort();
+    await expect(waiting).rejects.toThrow(AbortedError);
   });
 });
