@@ -3,7 +3,7 @@ import { metricSample } from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { createBackend } from "../src/backend";
 import { configSchema } from "../src/config";
-import { MODEL_404 } from "../src/upstream/readiness";
+import { MODEL_404 } from "../src/upstream/failure";
 import { FakeUpstream } from "./fake-upstream/server";
 import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "./helpers";
 
@@ -38,7 +38,7 @@ beforeEach(async () => {
     LOCALDECIDER_UPSTREAM: ` ${urls.join(" , ")} `,
     LOCALDECIDER_UPSTREAM_MODEL: "test-model",
   });
-  const backend = createBackend(config, captured.logger);
+  const backend = createBackend(config, captured.logger, config.LOCALDECIDER_MAX_INFLIGHT);
   closeBackend = backend.close;
   d = deciderOver(backend, { logger: captured.logger, maxInflight: 2, questionsPerCall: 1 });
 });

@@ -1,19 +1,28 @@
 import { setMaxListeners } from "node:events";
 import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts";
-import type { AppError, Logger } from "@localdecider/service-kit";
+import type { Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
-import { deciderError } from "../errors";
 import type { Reservation, UpstreamLimiter } from "../limits/limiter";
-import { AbortedError, LimiterUnavailableError, type SlotLease } from "../limits/types";
+import type { SlotLease } from "../limits/types";
 import { ACCEPTED_MODELS, servedModelName } from "../models";
 import type { DeciderObserver } from "../observer";
+import {
+  clientError,
+  deadlinePassed,
+  malformedOutput,
+  noLogprobs,
+  queueFull,
+  retryAlone,
+  tooManyCalls,
+  unknownModel,
+} from "../upstream/failure";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
 import { type Alternative, type ProbeRequest, type ProbeResult, UpstreamError } from "../upstream/types";
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
 import { probeOf } from "./probe";
-import { renderPrompt, renderState, stateFence } from "./prompt";
+import { promptOf, type StateBlock, stateBlock } from "./prompt";
 import { outcomeOfToken, readOut, readScores } from "./readout";
 import { runInOrder } from "./schedule";
 
@@ -34,44 +43,6 @@ export interface DeciderOptions {
   calibration?: Calibration;
 }
 
-/** llama.cpp's 500 when calls running at once overflow the context its slots share. */
-const SHARED_CONTEXT_EXCEEDED = /context size has been exceeded/i;
-
-/**
- * Turns an upstream failure into the client's error: a stable code and a short text. The server's own
- * text and the addresses involved go to the log (see Decider.ask), never to the client.
- */
-export function upstreamAppError(err: UpstreamError, timeoutSeconds: number): AppError {
-  const f = err.failure;
-  switch (f.kind) {
-    case "timeout":
-      return deciderError("upstream_timeout", `inference backend did not answer within ${timeoutSeconds} s`);
-    case "aborted":
-      return deciderError("request_aborted", "request cancelled by the client");
-    case "unreachable":
-      return deciderError("upstream_unreachable", "inference backend unreachable");
-    case "malformed":
-      return deciderError("upstream_malformed", "inference backend returned a malformed response");
-    case "http":
-      if (f.status === 404) return deciderError("model_unavailable", "inference backend returned HTTP 404");
-      if (
-        (f.status === 400 && /context|too long|too many tokens|maximum.*length|exceed/i.test(f.message)) ||
-        SHARED_CONTEXT_EXCEEDED.test(f.message)
-      ) {
-        return deciderError(
-          "context_too_long",
-          "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
-        );
-      }
-      if (f.status === 429 || f.status === 503) {
-        return deciderError("upstream_busy", `inference backend is busy (HTTP ${f.status})`, {
-          headers: { "Retry-After": f.retryAfter ?? "1" },
-        });
-      }
-      return deciderError("upstream_error", `inference backend returned HTTP ${f.status}`);
-  }
-}
-
 /** What one request's calls share: its reservation, its cancellation, its usage and its notes. */
 interface RequestRun {
   reservation: Reservation;
@@ -81,7 +52,7 @@ interface RequestRun {
   usage: { input_tokens: number; output_tokens: number };
   /** Outcomes estimated from the bound because no reported alternative could begin them. */
   absent: { question: string; outcomes: string[] }[];
-  /** Prefers the slot that last held this request's state (a request about the same state reads it once). */
+  /** Prefers the slot that last held this request's state (one about the same state reads it once): its fence. */
   affinity: string;
 }
 
@@ -108,9 +79,7 @@ export class Decider {
   /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
   async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
     const { model, state, questions } = request;
-    if (!ACCEPTED_MODELS.includes(model)) {
-      throw deciderError("unknown_model", `Unknown model "${model}"; available models: ${ACCEPTED_MODELS.join(", ")}`);
-    }
+    if (!ACCEPTED_MODELS.includes(model)) throw unknownModel(model, ACCEPTED_MODELS);
     await this.options.gate.assertServed();
     const plan = planRequest(questions, {
       ...this.options.limits,
@@ -122,13 +91,7 @@ export class Decider {
 
   /** Reserves every call of the plan, or throws the error that refuses the request whole. */
   private async admit(plan: Plan): Promise<Reservation> {
-    // Refusing with 429 what can never fit would make well-behaved clients retry forever.
-    if (!this.options.limiter.fits(plan.callCount)) {
-      throw deciderError(
-        "invalid_request",
-        `this request needs ${plan.callCount} upstream calls but at most ${this.options.limiter.maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
-      );
-    }
+    if (!this.options.limiter.fits(plan.callCount)) throw tooManyCalls(plan.callCount, this.options.limiter.maxQueue);
     const { limiter, pool } = this.options;
     // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
     const server = pool.choose((id) => limiter.load(id)) ?? (pool.servers[0] as (typeof pool.servers)[number]);
@@ -136,14 +99,11 @@ export class Decider {
     try {
       answer = await limiter.tryReserve(plan.callCount, server.id);
     } catch (err) {
-      throw limiterAppError(err);
+      throw clientError(err, this.options.timeoutSeconds);
     }
     if ("ahead" in answer) {
       this.options.observer.queueRejected();
-      const retryAfter = limiter.retryAfterSeconds(answer.ahead, pool.servers.length);
-      throw deciderError("queue_full", `too many decisions queued; retry in ${retryAfter} s`, {
-        headers: { "Retry-After": String(retryAfter) },
-      });
+      throw queueFull(limiter.retryAfterSeconds(answer.ahead, pool.servers.length));
     }
     return answer.reservation;
   }
@@ -154,6 +114,8 @@ export class Decider {
     reservation: Reservation,
     clientSignal: AbortSignal,
   ): Promise<SystemOneResponse> {
+    // The state is rendered (and its fence hashed) once for all of the request's prompts.
+    const shown = stateBlock(state);
     // One failed call fails the request, so it also stops the request's other calls.
     const run: RequestRun = {
       reservation,
@@ -161,7 +123,7 @@ export class Decider {
       timedOut: false,
       usage: { input_tokens: 0, output_tokens: 0 },
       absent: [],
-      affinity: stateFence(renderState(state)).open,
+      affinity: shown.fence.open,
     };
     // Each call in flight listens to the request's signal (and stops listening when it ends); on a server
     // with a shared prefix cache a prompt's calls run at once, more than Node's default warning level.
@@ -174,12 +136,12 @@ export class Decider {
       run.controller.abort();
     }, this.options.timeoutSeconds * 1000);
     try {
-      const first = jobsOf(state, plan.firstRound);
+      const first = jobsOf(shown, plan.firstRound);
       let second: Job[][] | undefined = plan.splitChoices.length === 0 ? [] : undefined;
       await this.inSlot(run, async (lease) => {
         await this.probeAll(run, lease, first);
         // The final round needs the first round's chunk leaders: built once, in the same slot.
-        second ??= jobsOf(state, finalRound(plan, chunkDistributions(resultsOf(first))));
+        second ??= jobsOf(shown, finalRound(plan, chunkDistributions(resultsOf(first))));
         await this.probeAll(run, lease, second);
       });
       if (run.absent.length > 0) {
@@ -194,9 +156,7 @@ export class Decider {
         usage: run.usage,
       };
     } catch (err) {
-      if (run.timedOut) {
-        throw deciderError("upstream_timeout", `the decision did not complete within ${this.options.timeoutSeconds} s`);
-      }
+      if (run.timedOut) throw deadlinePassed(this.options.timeoutSeconds);
       throw err;
     } finally {
       clearTimeout(deadline);
@@ -221,7 +181,7 @@ export class Decider {
         await run.reservation.hold(work, signal, { alone, affinity: run.affinity });
         return;
       } catch (err) {
-        if (!signal.aborted && !alone && err instanceof UpstreamError && isSharedContextOverflow(err)) {
+        if (!signal.aborted && !alone && err instanceof UpstreamError && retryAlone(err.failure)) {
           this.options.logger.warn("calls running together exceeded the backend's shared context; retrying alone", {
             server,
           });
@@ -229,7 +189,11 @@ export class Decider {
           continue;
         }
         if (!signal.aborted && this.failOver(run, server, err, failed)) continue;
-        throw this.clientError(err, server);
+        if (err instanceof UpstreamError && err.failure.kind !== "aborted") {
+          // The server's own text goes to the log only.
+          this.options.logger.warn("upstream call failed", { server, failure: err.failure });
+        }
+        throw clientError(err, this.options.timeoutSeconds);
       }
     }
   }
@@ -263,18 +227,6 @@ export class Decider {
     return true;
   }
 
-  /** A failure as the client's error (the server's own text goes to the log only). */
-  private clientError(err: unknown, server: string): unknown {
-    if (err instanceof UpstreamError) {
-      if (err.failure.kind !== "aborted") {
-        this.options.logger.warn("upstream call failed", { server, failure: err.failure });
-      }
-      return upstreamAppError(err, this.options.timeoutSeconds);
-    }
-    if (err instanceof AbortedError) return deciderError("request_aborted", "request cancelled");
-    return limiterAppError(err);
-  }
-
   /** One part's call and its malformed-response retries, each a call of the lease. */
   private async attempts(run: RequestRun, lease: SlotLease, job: Job): Promise<number[]> {
     const { pool, observer, logger, malformedRetries } = this.options;
@@ -291,7 +243,7 @@ export class Decider {
         const elapsed = performance.now() - started;
         if (err instanceof UpstreamError && err.failure.kind === "malformed") {
           observer.upstreamCall(elapsed, "malformed", lease.server);
-          reason = err.failure.message;
+          reason = err.failure.detail;
           logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
           continue;
         }
@@ -312,10 +264,7 @@ export class Decider {
       reason = read.malformed;
       logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
     }
-    throw deciderError(
-      "upstream_malformed",
-      `inference backend returned malformed output ${malformedRetries + 1} time(s); last: ${reason}`,
-    );
+    throw malformedOutput(malformedRetries + 1, reason);
   }
 
   /**
@@ -347,10 +296,7 @@ export class Decider {
         question: part.question,
         response: result.raw ?? "(alternatives: [])",
       });
-      throw deciderError(
-        "no_logprobs",
-        "inference backend returned no logprobs, so no probabilities can be read; use a server that reports top_logprobs, or set LOCALDECIDER_ALLOW_NO_LOGPROBS=true to accept answers from the emitted token alone (probability 1)",
-      );
+      throw noLogprobs();
     }
     const emitted = result.emitted === null ? undefined : outcomeOfToken(result.emitted.token, probe.reading);
     if (emitted === undefined) {
@@ -363,9 +309,9 @@ export class Decider {
 }
 
 /** Each prompt's jobs: the prompt's shared messages rendered once, one probe per part. */
-function jobsOf(state: unknown, prompts: Part[][]): Job[][] {
+function jobsOf(state: StateBlock, prompts: Part[][]): Job[][] {
   return prompts.map((parts) => {
-    const shared = renderPrompt(state, parts);
+    const shared = promptOf(state, parts);
     return parts.map((part, i) => ({ part, probe: probeOf(shared, part, i) }));
   });
 }
@@ -385,17 +331,4 @@ function whereMassWent(alternatives: readonly Alternative[]): string {
     return `${text} (${(100 * Math.exp(a.logprob)).toFixed(1)} %)`;
   });
   return `the model put its probability on ${shown.join(", ")}`;
-}
-
-/** The shared limits' failure as the client's 503; any other error as it is. */
-function limiterAppError(err: unknown): unknown {
-  if (!(err instanceof LimiterUnavailableError)) return err;
-  return deciderError("limiter_unavailable", `${err.message}; no new work is admitted until it answers again`, {
-    headers: { "Retry-After": "1" },
-    cause: err,
-  });
-}
-
-function isSharedContextOverflow(err: UpstreamError): boolean {
-  return err.failure.kind === "http" && err.failure.status === 500 && SHARED_CONTEXT_EXCEEDED.test(err.failure.message);
 }

@@ -114,8 +114,22 @@ function describe(description: Entry | undefined): string {
  * prefix once per slot.
  */
 export function renderPrompt(state: unknown, parts: Part[]): ChatMessage[] {
+  return promptOf(stateBlock(state), parts);
+}
+
+/** The state as the prompt shows it, with its fence: rendered and hashed once per request. */
+export interface StateBlock {
+  text: string;
+  fence: { open: string; close: string };
+}
+
+export function stateBlock(state: unknown): StateBlock {
   const text = renderState(state);
-  const fence = stateFence(text);
+  return { text, fence: stateFence(text) };
+}
+
+/** renderPrompt over a state rendered already (a request's prompts all show the same state). */
+export function promptOf({ text, fence }: StateBlock, parts: Part[]): ChatMessage[] {
   const user = [
     "# STATE",
     fence.open,

@@ -231,7 +231,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   async probe(request: ProbeRequest, { signal, slot }: ProbeOptions): Promise<ProbeResult> {
     if (this.state.phase !== "ready") {
       // The model gate refuses decisions before they get here; this is only a backstop.
-      throw new UpstreamError({ kind: "http", status: 503, message: "the embedded model is not loaded" });
+      throw new UpstreamError({ kind: "not_ready", status: 503, detail: "the embedded model is not loaded" });
     }
     const { engine } = this.state;
     try {
@@ -239,11 +239,11 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
       return { scores, usage: { input: evaluated, output: 0 } };
     } catch (err) {
       if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
+      // Each sequence has a context of its own: a prompt that does not fit does not fit alone.
       if (err instanceof ContextOverflowError) {
-        // The decider maps a 400 about the context to 400 context_too_long, as for llama-server's own.
-        throw new UpstreamError({ kind: "http", status: 400, message: `context size exceeded: ${err.message}` });
+        throw new UpstreamError({ kind: "context_overflow", together: false, detail: err.message });
       }
-      throw new UpstreamError({ kind: "http", status: 500, message: reason(err) });
+      throw new UpstreamError({ kind: "server_error", status: 500, detail: reason(err) });
     }
   }
 

@@ -1,4 +1,5 @@
 import OpenAI from "openai";
+import { classifyStatus, classifyTransport, retryOnNewConnection } from "./failure";
 import { createHttpFetch } from "./http-fetch";
 import { type ServerProfile, UNKNOWN_SERVER } from "./server-profile";
 import {
@@ -7,7 +8,6 @@ import {
   type ProbeRequest,
   type ProbeResult,
   type Reading,
-  rootCauseMessage,
   type Upstream,
   UpstreamError,
 } from "./types";
@@ -107,10 +107,15 @@ export class OpenAIUpstream implements Upstream {
         return await this.client.chat.completions.create(body, { signal });
       } catch (err) {
         const failure = toUpstreamError(err);
-        // A kept-alive connection the server closed as the call went out (its idle timeout) fails before
-        // any answer; the call only reads, so it is sent once more on a new connection. A server that is
-        // gone refuses that one too (and the failure stands).
-        if (attempt === 0 && !signal.aborted && isCutConnection(failure)) continue;
+        // The call only reads, so one cut as it went out is sent once more on a new connection. A server
+        // that is gone refuses that one too, and the failure stands as unreachable.
+        if (!signal.aborted && retryOnNewConnection(failure.failure)) {
+          if (attempt === 0) continue;
+          throw new UpstreamError({
+            kind: "unreachable",
+            detail: "detail" in failure.failure ? failure.failure.detail : "",
+          });
+        }
         throw failure;
       }
     }
@@ -120,7 +125,7 @@ export class OpenAIUpstream implements Upstream {
 /** The probe's result from a completion: the first position's alternatives, the emitted token, the usage. */
 function resultOf(response: Completion, request: ProbeRequest): ProbeResult {
   const choice = response.choices?.[0];
-  if (choice === undefined) throw new UpstreamError({ kind: "malformed", message: "the response has no choice" });
+  if (choice === undefined) throw new UpstreamError({ kind: "malformed", detail: "the response has no choice" });
   const first = choice.logprobs?.content?.[0];
   const usage = response.usage as
     | (OpenAI.CompletionUsage & { prompt_tokens_details?: { cached_tokens?: number } })
@@ -178,9 +183,9 @@ function emittedText(content: string | null | undefined, request: ProbeRequest):
 }
 
 /**
- * fetch that rewrites error bodies into OpenAI's `{ error: { message } }`, the only shape the client
- * reads a message from: vLLM answers `{ object: "error", message, type, code }` and some servers
- * `{ error: "<text>" }`. Successful responses pass through untouched.
+ * fetch that rewrites error bodies into OpenAI's `{ error: { message } }`, the only shape the client reads
+ * (the one place error bodies are normalised): vLLM answers `{ object: "error", message, type, code }`,
+ * some servers `{ error: "<text>" }` or plain text. Successful responses pass through untouched.
  */
 export function openAIShapedErrors(base: typeof fetch): typeof fetch {
   return (async (input: string | URL | Request, init?: RequestInit) => shaped(await base(input, init))) as typeof fetch;
@@ -209,37 +214,23 @@ async function shaped(response: Response): Promise<Response> {
   return new Response(JSON.stringify(body), { status: response.status, statusText: response.statusText, headers });
 }
 
-/** The server's own message: OpenAI-shaped `{error:{message}}`, vLLM's `{message}`, or the client's text. */
+/** The server's own message, from the body openAIShapedErrors gave the OpenAI shape (else the client's text). */
 function serverMessage(err: InstanceType<typeof OpenAI.APIError>): string {
   const body: unknown = err.error;
-  if (typeof body === "object" && body !== null) {
-    if ("message" in body && typeof body.message === "string") return body.message;
-    if ("error" in body && typeof body.error === "string") return body.error;
+  if (typeof body === "object" && body !== null && "message" in body && typeof body.message === "string") {
+    return body.message;
   }
   return err.message;
 }
 
-/** A connection cut before any answer (reset, closed by the other side), as opposed to one refused. */
-function isCutConnection(err: UpstreamError): boolean {
-  return (
-    err.failure.kind === "unreachable" && /other side closed|ECONNRESET|EPIPE|socket hang up/i.test(err.failure.message)
-  );
-}
-
+/** What the `openai` client threw, as a classified failure (upstream/failure.ts). */
 export function toUpstreamError(err: unknown): UpstreamError {
   if (err instanceof OpenAI.APIUserAbortError) return new UpstreamError({ kind: "aborted" });
   if (err instanceof OpenAI.APIConnectionTimeoutError) return new UpstreamError({ kind: "timeout" });
-  if (err instanceof OpenAI.APIConnectionError) {
-    return new UpstreamError({ kind: "unreachable", message: rootCauseMessage(err.cause ?? err) });
+  if (err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIConnectionError) && err.status !== undefined) {
+    return new UpstreamError(
+      classifyStatus(err.status, serverMessage(err), err.headers?.get("retry-after") ?? undefined),
+    );
   }
-  if (err instanceof OpenAI.APIError && err.status !== undefined) {
-    const retryAfter = err.headers?.get("retry-after") ?? undefined;
-    return new UpstreamError({
-      kind: "http",
-      status: err.status,
-      message: serverMessage(err),
-      ...(retryAfter === undefined ? {} : { retryAfter }),
-    });
-  }
-  return new UpstreamError({ kind: "unreachable", message: rootCauseMessage(err) });
+  return new UpstreamError(classifyTransport(err instanceof OpenAI.APIConnectionError ? (err.cause ?? err) : err));
 }

@@ -1,6 +1,7 @@
 import type { Logger } from "@localdecider/service-kit";
+import { leavesRotation } from "./failure";
 import type { Readiness, ReadinessProbe } from "./readiness";
-import { type Upstream, UpstreamError } from "./types";
+import type { Upstream } from "./types";
 
 /** How often a server out of rotation is probed again (its model list) to see whether it can rejoin. */
 export const REJOIN_PROBE_MS = 2000;
@@ -97,7 +98,7 @@ export class ServerPool implements ReadinessProbe {
    * cannot serve (see the class comment). Returns whether it is out now.
    */
   failed(id: string, err: unknown): boolean {
-    const reason = serverFault(err);
+    const reason = leavesRotation(err);
     if (reason === undefined || this.servers.length === 1) return false;
     this.takeOut(id, reason);
     return true;
@@ -177,25 +178,4 @@ export class ServerPool implements ReadinessProbe {
 
 function failure(err: unknown): Readiness {
   return { ready: false, message: "readiness probe failed", modelMissing: false, detail: String(err) };
-}
-
-/**
- * Why a failed call says its server cannot serve now, or undefined when the fault is the request's or
- * passing (a malformed answer, a busy 429, a timeout, a context too small for this prompt, a cancelled call).
- */
-export function serverFault(err: unknown): string | undefined {
-  if (!(err instanceof UpstreamError)) return undefined;
-  const f = err.failure;
-  switch (f.kind) {
-    case "unreachable":
-      return "inference backend unreachable";
-    case "http":
-      if (f.status === 404) return "inference backend returned HTTP 404";
-      if (f.status === 502 || f.status === 503 || f.status === 504)
-        return `inference backend returned HTTP ${f.status}`;
-      if (f.status === 500 && !/context/i.test(f.message)) return "inference backend returned HTTP 500";
-      return undefined;
-    default:
-      return undefined;
-  }
 }

@@ -1,3 +1,4 @@
+import { MODEL_404 } from "./failure";
 import { rootCauseMessage } from "./types";
 
 /**
@@ -15,9 +16,6 @@ export type Readiness =
       /** For the log only: what exactly failed (it may name internal addresses). */
       detail?: string;
     };
-
-/** The seed's text for a backend that does not hold the configured model; details follow it. */
-export const MODEL_404 = "inference backend returned HTTP 404";
 
 /**
  * How much of a model server's list the log gets when the configured model is not on it: the first `names`

@@ -91,18 +91,34 @@ export interface Upstream {
   probe(request: ProbeRequest, options: ProbeOptions): Promise<ProbeResult>;
 }
 
-/** How an upstream call failed, in terms the HTTP layer maps to statuses. */
+/**
+ * How an upstream call failed, classified once where it failed (upstream/failure.ts classifies a server's
+ * answer; the embedded engine reports its kinds directly). `detail` is for the log only: it may hold the
+ * server's own text or an address.
+ */
 export type UpstreamFailure =
   | { kind: "timeout" }
   | { kind: "aborted" }
-  | { kind: "unreachable"; message: string }
+  /** No answer: refused, unreachable, or cut again after one more try. */
+  | { kind: "unreachable"; detail: string }
+  /** A kept-alive connection closed by the other side as the call went out (before any answer). */
+  | { kind: "connection_cut"; detail: string }
+  /** The server does not hold the model (HTTP 404). */
+  | { kind: "model_missing"; detail: string }
+  /** The prompt does not fit the context: alone (`together` false), or only beside other calls (llama.cpp's shared-context 500). */
+  | { kind: "context_overflow"; together: boolean; detail: string }
+  /** A 429: too many requests for now; the server stays in rotation. */
+  | { kind: "busy"; status: number; retryAfter?: string; detail: string }
+  /** A 503: the server cannot serve now (loading, overloaded). */
+  | { kind: "not_ready"; status: number; retryAfter?: string; detail: string }
   /** A 200 whose body lacks what every answer needs (no choice). */
-  | { kind: "malformed"; message: string }
-  | { kind: "http"; status: number; message: string; retryAfter?: string };
+  | { kind: "malformed"; detail: string }
+  /** Any other error status. */
+  | { kind: "server_error"; status: number; detail: string };
 
 export class UpstreamError extends Error {
   constructor(readonly failure: UpstreamFailure) {
-    super(failure.kind === "http" ? `upstream HTTP ${failure.status}: ${failure.message}` : `upstream ${failure.kind}`);
+    super("detail" in failure ? `upstream ${failure.kind}: ${failure.detail}` : `upstream ${failure.kind}`);
     this.name = "UpstreamError";
   }
 }

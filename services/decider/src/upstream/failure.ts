@@ -1,0 +1,165 @@
+import type { AppError } from "@localdecider/service-kit";
+import { deciderError } from "../errors";
+import { AbortedError, LimiterUnavailableError } from "../limits/types";
+import { rootCauseMessage, UpstreamError, type UpstreamFailure } from "./types";
+
+/**
+ * The decider's failure policy, in one place: how a model server's answer is classified (once, where the
+ * call failed), what each kind means for the server's rotation and for a retry, and what the client is told
+ * (status, code, text, Retry-After). The adapters classify; the pool, the decider and the routes switch on
+ * the kind. Every client-facing text is written here, and only here.
+ */
+
+/** The seed's text for a backend that does not hold the configured model (its conformance checks compare it). */
+export const MODEL_404 = "inference backend returned HTTP 404";
+
+/** llama.cpp's 500 when calls running at once overflow the context its slots share (recording 0007). */
+const SHARED_CONTEXT_EXCEEDED = /context size has been exceeded/i;
+/** A server's 400 for a prompt longer than its context (llama.cpp, vLLM, the embedded engine). */
+const CONTEXT_TOO_LONG = /context|too long|too many tokens|maximum.*length|exceed/i;
+/** A kept-alive connection closed by the other side as a call went out, as opposed to one refused. */
+const CUT = /other side closed|ECONNRESET|EPIPE|socket hang up/i;
+
+/** A server's answer with an error status, as a kind. */
+export function classifyStatus(status: number, message: string, retryAfter?: string): UpstreamFailure {
+  const after = retryAfter === undefined ? {} : { retryAfter };
+  if (status === 404) return { kind: "model_missing", detail: message };
+  if (status === 500 && SHARED_CONTEXT_EXCEEDED.test(message)) {
+    return { kind: "context_overflow", together: true, detail: message };
+  }
+  if (status === 400 && CONTEXT_TOO_LONG.test(message))
+    return { kind: "context_overflow", together: false, detail: message };
+  if (status === 429) return { kind: "busy", status, detail: message, ...after };
+  if (status === 503) return { kind: "not_ready", status, detail: message, ...after };
+  return { kind: "server_error", status, detail: message };
+}
+
+/** A call that got no answer: refused or unreachable, or cut as it went out (worth one more try). */
+export function classifyTransport(err: unknown): UpstreamFailure {
+  const detail = rootCauseMessage(err);
+  return CUT.test(detail) ? { kind: "connection_cut", detail } : { kind: "unreachable", detail };
+}
+
+/** Whether the call is sent once more on a new connection: it was cut before any answer. */
+export function retryOnNewConnection(failure: UpstreamFailure): boolean {
+  return failure.kind === "connection_cut";
+}
+
+/** Whether the rest of the request runs again holding every slot: calls that fit alone overflowed together. */
+export function retryAlone(failure: UpstreamFailure): boolean {
+  return failure.kind === "context_overflow" && failure.together;
+}
+
+/**
+ * Why a failed call says its server cannot serve now (it leaves rotation), or undefined when the fault is
+ * the request's or passing: a malformed answer, a busy 429, a timeout (a loaded server is slow too), a
+ * context too small for this prompt, a cancelled call, a 4xx.
+ */
+export function leavesRotation(err: unknown): string | undefined {
+  if (!(err instanceof UpstreamError)) return undefined;
+  const f = err.failure;
+  switch (f.kind) {
+    case "unreachable":
+    case "connection_cut":
+      return "inference backend unreachable";
+    case "model_missing":
+      return MODEL_404;
+    case "not_ready":
+      return `inference backend returned HTTP ${f.status}`;
+    case "server_error":
+      return f.status >= 500 ? `inference backend returned HTTP ${f.status}` : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * A failed call as the client's error: a stable code and a short text. The server's own text and the
+ * addresses involved go to the log (the decider logs the failure), never to the client.
+ */
+export function upstreamClientError(failure: UpstreamFailure, timeoutSeconds: number): AppError {
+  switch (failure.kind) {
+    case "timeout":
+      return deciderError("upstream_timeout", `inference backend did not answer within ${timeoutSeconds} s`);
+    case "aborted":
+      return requestCancelled();
+    case "unreachable":
+    case "connection_cut":
+      return deciderError("upstream_unreachable", "inference backend unreachable");
+    case "malformed":
+      return deciderError("upstream_malformed", "inference backend returned a malformed response");
+    case "model_missing":
+      return deciderError("model_unavailable", MODEL_404);
+    case "context_overflow":
+      return deciderError(
+        "context_too_long",
+        "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
+      );
+    case "busy":
+    case "not_ready":
+      return deciderError("upstream_busy", `inference backend is busy (HTTP ${failure.status})`, {
+        headers: { "Retry-After": failure.retryAfter ?? "1" },
+      });
+    case "server_error":
+      return deciderError("upstream_error", `inference backend returned HTTP ${failure.status}`);
+  }
+}
+
+/** Any failure of a decision as the client's error: an upstream failure, a cancellation, the shared limits'. */
+export function clientError(err: unknown, timeoutSeconds: number): unknown {
+  if (err instanceof UpstreamError) return upstreamClientError(err.failure, timeoutSeconds);
+  if (err instanceof AbortedError) return requestCancelled();
+  if (err instanceof LimiterUnavailableError) return limiterUnavailable(err);
+  return err;
+}
+
+export function requestCancelled(): AppError {
+  return deciderError("request_aborted", "request cancelled by the client");
+}
+
+/** The shared limits (Redis) do not answer: nothing new is admitted. */
+export function limiterUnavailable(err: LimiterUnavailableError): AppError {
+  return deciderError("limiter_unavailable", `${err.message}; no new work is admitted until it answers again`, {
+    headers: { "Retry-After": "1" },
+    cause: err,
+  });
+}
+
+/** The queue is full; `retryAfter` seconds is when it should have drained enough (the limiter's estimate). */
+export function queueFull(retryAfter: number): AppError {
+  return deciderError("queue_full", `too many decisions queued; retry in ${retryAfter} s`, {
+    headers: { "Retry-After": String(retryAfter) },
+  });
+}
+
+/** A request that could never be admitted: refusing it with 429 would make clients retry forever. */
+export function tooManyCalls(calls: number, maxQueue: number): AppError {
+  return deciderError(
+    "invalid_request",
+    `this request needs ${calls} upstream calls but at most ${maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
+  );
+}
+
+export function unknownModel(model: string, accepted: readonly string[]): AppError {
+  return deciderError("unknown_model", `Unknown model "${model}"; available models: ${accepted.join(", ")}`);
+}
+
+/** The decision's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is this 504. */
+export function deadlinePassed(timeoutSeconds: number): AppError {
+  return deciderError("upstream_timeout", `the decision did not complete within ${timeoutSeconds} s`);
+}
+
+/** Malformed output every time it was asked; `reason` says what the last one was. */
+export function malformedOutput(attempts: number, reason: string): AppError {
+  return deciderError(
+    "upstream_malformed",
+    `inference backend returned malformed output ${attempts} time(s); last: ${reason}`,
+  );
+}
+
+export function noLogprobs(): AppError {
+  return deciderError(
+    "no_logprobs",
+    "inference backend returned no logprobs, so no probabilities can be read; use a server that reports top_logprobs, or set LOCALDECIDER_ALLOW_NO_LOGPROBS=true to accept answers from the emitted token alone (probability 1)",
+  );
+}
