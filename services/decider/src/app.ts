@@ -1,9 +1,4 @@
-import {
-  type BackendInfo,
-  DECIDER_AUTH_RESPONSES,
-  DECIDER_HOST_RESPONSES,
-  deciderRoutes,
-} from "@localdecider/contracts";
+import { DECIDER_AUTH_RESPONSES, DECIDER_HOST_RESPONSES, deciderRoutes } from "@localdecider/contracts";
 import {
   type AllowedHosts,
   accessLog,
@@ -23,6 +18,7 @@ import {
 } from "@localdecider/service-kit";
 import express, { type Express, Router } from "express";
 import { bearerAuth } from "./auth";
+import type { Backend } from "./backend";
 import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
@@ -33,26 +29,15 @@ import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue } from "./routes/input-limits";
 import { ModelGate } from "./upstream/model-gate";
-import { ServerPool } from "./upstream/pool";
-import type { ReadinessProbe } from "./upstream/readiness";
-import type { Upstream } from "./upstream/types";
 import { SERVICE_VERSION } from "./version";
 
-/** What answers: a pool of model servers (main.ts), or one upstream and its probe (a pool of one). */
-type Servers =
-  | { pool: ServerPool; upstream?: undefined; probe?: undefined }
-  | { upstream: Upstream; probe: ReadinessProbe; pool?: undefined };
-
-export type AppDeps = Servers & {
-  /** What GET /v1/models says answers the questions (default: the model server at upstreamAddress). */
-  describeBackend?: () => BackendInfo;
+export interface AppDeps {
+  /** What answers: the model servers, or the embedded engine (backend.ts builds it from the config). */
+  backend: Backend;
   limiter: UpstreamLimiter;
   logger: Logger;
   /** Sees every decider hook besides the app's own Prometheus series (tests record with one). */
   observer?: DeciderObserver;
-  /** Shown by /ready. */
-  upstreamAddress: string;
-  upstreamModel: string;
   apiKey: string | undefined;
   /**
    * The Host check against DNS rebinding (hostPolicy of LOCALDECIDER_ALLOWED_HOSTS, LOCALDECIDER_HOST and the
@@ -70,7 +55,7 @@ export type AppDeps = Servers & {
   calibration?: Calibration;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
-};
+}
 
 /** The 421 `host_not_allowed` body's text. */
 export const HOST_NOT_ALLOWED_MESSAGE =
@@ -110,9 +95,7 @@ export function buildDeciderOpenApi(options: { hostCheck: boolean }): OpenApiDoc
 }
 
 export function createApp(deps: AppDeps): DeciderApp {
-  const pool =
-    deps.pool ??
-    new ServerPool([{ id: deps.upstreamAddress, upstream: deps.upstream, probe: deps.probe }], deps.logger);
+  const { pool } = deps.backend;
   const { metrics, observer } = createDeciderMetrics(deps.limiter, pool);
   const openapi = buildDeciderOpenApi({ hostCheck: deps.allowedHosts !== undefined });
   const gate = new ModelGate(pool, deps.logger, pool.maxAgeMs);
@@ -125,7 +108,7 @@ export function createApp(deps: AppDeps): DeciderApp {
     logger: deps.logger,
     limits: deps.limits,
     malformedRetries: deps.malformedRetries,
-    upstreamModel: deps.upstreamModel,
+    upstreamModel: deps.backend.model,
     timeoutSeconds: deps.timeoutSeconds,
     calibration: deps.calibration,
   });
@@ -159,10 +142,9 @@ export function createApp(deps: AppDeps): DeciderApp {
       gate,
       limiter: deps.limiter,
       pool,
-      upstream: deps.upstreamAddress,
-      upstreamModel: deps.upstreamModel,
-      describeBackend:
-        deps.describeBackend ?? (() => ({ kind: "server", address: deps.upstreamAddress, model: deps.upstreamModel })),
+      upstream: deps.backend.display,
+      upstreamModel: deps.backend.model,
+      describeBackend: () => deps.backend.describe(),
       calibration: deps.calibration?.describe() ?? { active: false },
     }),
     {

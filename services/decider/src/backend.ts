@@ -9,6 +9,7 @@ import { OpenAIUpstream } from "./upstream/openai-upstream";
 import { type PoolServer, ServerPool } from "./upstream/pool";
 import { ModelListProbe } from "./upstream/readiness";
 import { ServerCheck } from "./upstream/server-check";
+import type { Upstream } from "./upstream/types";
 
 /**
  * What answers the questions, chosen by LOCALDECIDER_UPSTREAM: the model servers it lists when set, the
@@ -26,7 +27,12 @@ export interface Backend {
   close(): Promise<void>;
 }
 
-export function createBackend(config: Config, logger: Logger): Backend {
+/**
+ * `slots`: how many requests the limiter runs at once on each server, each in one numbered slot
+ * (UpstreamLimiter.maxInflight): a llama.cpp server is checked to have that many, and the embedded engine
+ * gets one sequence per slot, so the slot a request holds is the sequence it is lent.
+ */
+export function createBackend(config: Config, logger: Logger, slots: number): Backend {
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
   if (config.LOCALDECIDER_UPSTREAM !== undefined) {
     const parsed = parseUpstreams(config.LOCALDECIDER_UPSTREAM);
@@ -46,22 +52,13 @@ export function createBackend(config: Config, logger: Logger): Backend {
           baseURL,
           authorization,
           timeoutMs: checkMs,
-          maxInflight: config.LOCALDECIDER_MAX_INFLIGHT,
+          maxInflight: slots,
           allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
           logger,
         }),
       };
     });
-    const pool = new ServerPool(servers, logger);
-    const display = servers.map((s) => s.id).join(",");
-    return {
-      pool,
-      display,
-      model,
-      describe: () => ({ kind: "server", address: display, model }),
-      start: () => undefined,
-      close: async () => pool.close(),
-    };
+    return serversBackend(servers, model, logger);
   }
   const source = parseModelSource(config.LOCALDECIDER_MODEL);
   const embedded = new EmbeddedUpstream({
@@ -70,7 +67,7 @@ export function createBackend(config: Config, logger: Logger): Backend {
     sha256: config.LOCALDECIDER_MODEL_SHA256,
     engine: {
       gpu: config.LOCALDECIDER_GPU,
-      sequences: config.LOCALDECIDER_MAX_INFLIGHT,
+      sequences: slots,
       contextSize: config.LOCALDECIDER_CONTEXT_SIZE,
       threads: config.LOCALDECIDER_THREADS,
     },
@@ -79,10 +76,32 @@ export function createBackend(config: Config, logger: Logger): Backend {
   return embeddedBackend(embedded, source.kind === "file" ? source.path : source.cachePath, logger);
 }
 
-/** The embedded engine as a Backend (tests build one over their own EmbeddedUpstream). */
-export function embeddedBackend(embedded: EmbeddedUpstream, file: string, logger: Logger): Backend {
+/** Model servers already made (one or several) as a Backend: the pool that chooses among them. */
+export function serversBackend(servers: readonly PoolServer[], model: string, logger: Logger): Backend {
+  const pool = new ServerPool(servers, logger);
+  const display = servers.map((s) => s.id).join(",");
   return {
-    pool: new ServerPool([{ id: "embedded", upstream: embedded, probe: embedded }], logger),
+    pool,
+    display,
+    model,
+    describe: () => ({ kind: "server", address: display, model }),
+    start: () => undefined,
+    close: async () => pool.close(),
+  };
+}
+
+/**
+ * The embedded engine as a Backend (tests build one over their own EmbeddedUpstream, and may put a
+ * recorder in front of it: `upstream`).
+ */
+export function embeddedBackend(
+  embedded: EmbeddedUpstream,
+  file: string,
+  logger: Logger,
+  upstream: Upstream = embedded,
+): Backend {
+  return {
+    pool: new ServerPool([{ id: "embedded", upstream, probe: embedded }], logger),
     display: "embedded",
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {

@@ -11,25 +11,29 @@ import { SERVICE_VERSION } from "./version";
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
+  // Kept in the schema so existing environments still start; it has bounded nothing since each call decodes
+  // one token (prompt version 2).
+  if ((process.env.LOCALDECIDER_MAX_OUTPUT_TOKENS ?? "") !== "") {
+    logger.warn("LOCALDECIDER_MAX_OUTPUT_TOKENS has no effect: each upstream call decodes one token", {
+      value: config.LOCALDECIDER_MAX_OUTPUT_TOKENS,
+    });
+  }
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
   // Before the backend: a bad calibration file stops the start before any model is fetched or loaded.
   const calibration =
     config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION);
-  const backend = createBackend(config, logger);
   const shared = await sharedLimits(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE, shared);
+  const backend = createBackend(config, logger, limiter.maxInflight);
   const allowedHosts = hostPolicy({
     configured: config.LOCALDECIDER_ALLOWED_HOSTS,
     listenHost: config.LOCALDECIDER_HOST,
     authenticated: config.LOCALDECIDER_API_KEY !== undefined,
   });
   const { app } = createApp({
-    pool: backend.pool,
-    describeBackend: () => backend.describe(),
+    backend,
     limiter,
     logger,
-    upstreamAddress: backend.display,
-    upstreamModel: backend.model,
     apiKey: config.LOCALDECIDER_API_KEY,
     allowedHosts,
     limits: {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type AllowedHosts, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
-import type { Backend } from "../src/backend";
+import { type Backend, serversBackend } from "../src/backend";
 import type { Calibration } from "../src/calibration/calibration";
 import type { Decider } from "../src/decide/decider";
 import { UpstreamLimiter } from "../src/limits/limiter";
@@ -102,32 +102,33 @@ export function deciderFor(
   const adapter = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs: timeoutSeconds * 1000 });
   const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 });
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
-  return deciderOver(
-    {
-      upstream: options.wrapUpstream?.(adapter) ?? adapter,
-      probe: new ServerCheck(list, adapter, {
-        baseURL,
-        authorization,
-        timeoutMs: 5000,
-        maxInflight: options.maxInflight ?? 2,
-        allowNoLogprobs: options.allowNoLogprobs ?? false,
-        logger,
-      }),
-      display: address.display,
-      model,
-    },
-    { ...options, logger },
-  );
+  const probe = new ServerCheck(list, adapter, {
+    baseURL,
+    authorization,
+    timeoutMs: 5000,
+    maxInflight: options.maxInflight ?? 2,
+    allowNoLogprobs: options.allowNoLogprobs ?? false,
+    logger,
+  });
+  return deciderOver(oneServer(address.display, options.wrapUpstream?.(adapter) ?? adapter, probe, model, logger), {
+    ...options,
+    logger,
+  });
 }
 
-/** What deciderOver puts the app in front of: a pool of servers, or one upstream adapter and its probe. */
-export type BackendUnderTest = Pick<Backend, "display" | "model"> & { describe?: Backend["describe"] } & (
-    | { pool: ServerPool; upstream?: undefined; probe?: undefined }
-    | { upstream: Upstream; probe: ReadinessProbe; pool?: undefined }
-  );
+/** A backend of one model server: what `LOCALDECIDER_UPSTREAM` with one address builds (backend.ts). */
+export function oneServer(
+  id: string,
+  upstream: Upstream,
+  probe: ReadinessProbe,
+  model: string,
+  logger: Logger,
+): Backend {
+  return serversBackend([{ id, upstream, probe }], model, logger);
+}
 
-/** The real app in front of any upstream adapter (a model server's, or the embedded engine), or a pool. */
-export function deciderOver(backend: BackendUnderTest, options: HarnessOptions = {}): DeciderUnderTest {
+/** The real app in front of a backend: model servers, or the embedded engine. */
+export function deciderOver(backend: Backend, options: HarnessOptions = {}): DeciderUnderTest {
   const observer = new RecordingObserver();
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
   const maxInflight = options.maxInflight ?? 2;
@@ -145,13 +146,10 @@ export function deciderOver(backend: BackendUnderTest, options: HarnessOptions =
       : undefined;
   const limiter = new UpstreamLimiter(maxInflight, maxQueue, shared);
   const { app, decider } = createApp({
-    ...(backend.pool === undefined ? { upstream: backend.upstream, probe: backend.probe } : { pool: backend.pool }),
-    ...(backend.describe === undefined ? {} : { describeBackend: backend.describe }),
+    backend,
     limiter,
     logger,
     observer,
-    upstreamAddress: backend.display,
-    upstreamModel: backend.model,
     apiKey: options.apiKey,
     allowedHosts:
       "allowedHosts" in options

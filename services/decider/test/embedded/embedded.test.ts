@@ -45,9 +45,8 @@ describe("the embedded engine", () => {
       logger: capturingLogger().logger,
     });
     await embedded.start();
-    const { display, model, describe } = embeddedBackend(embedded, modelFile, capturingLogger().logger);
     recorder = new RecordingUpstream(embedded);
-    d = deciderOver({ display, model, describe, upstream: recorder, probe: embedded }, { maxInflight: 2 });
+    d = deciderOver(embeddedBackend(embedded, modelFile, capturingLogger().logger, recorder), { maxInflight: 2 });
   }, 120_000);
 
   afterAll(async () => {
@@ -173,10 +172,9 @@ describe("the embedded engine", () => {
         }
       },
     };
-    const d2 = deciderOver(
-      { display: "embedded", model: "tiny", upstream: cancelling, probe: embedded },
-      { maxInflight: 2 },
-    );
+    const d2 = deciderOver(embeddedBackend(embedded, modelFile, capturingLogger().logger, cancelling), {
+      maxInflight: 2,
+    });
     const running = await serve(d2.app, { host: "127.0.0.1", port: 0, logger: d2.logger, drainTimeoutMs: 1000 });
     try {
       const questions = Object.fromEntries(

@@ -98,7 +98,7 @@ describe("a real llama-server as deployed", () => {
       LOCALDECIDER_UPSTREAM: `${first.url},${second.url}`,
       LOCALDECIDER_UPSTREAM_MODEL: first.model,
     });
-    const servers = createBackend(config, logger);
+    const servers = createBackend(config, logger, config.LOCALDECIDER_MAX_INFLIGHT);
     const d = deciderOver(servers, { logger, maxInflight: 2, questionsPerCall: 1 });
     const questions = Object.fromEntries(
       Array.from({ length: 24 }, (_, i) => [`q${i}`, { type: "noul", instructions: `Is line ${i} changed?` }]),
