@@ -2,8 +2,9 @@
 export type UpstreamOutcome = "ok" | "malformed" | "error" | "timeout" | "aborted";
 
 /**
- * Hooks for metrics (to be wired to prom-client later). Every method is called synchronously on the
- * request path, so implementations must be cheap and must not throw.
+ * The decider's hooks: the app's Prometheus series implement them (metrics.ts), and tests record with their
+ * own. Every method is called synchronously on the request path, so implementations must be cheap and must
+ * not throw.
  */
 export interface DeciderObserver {
   /** One call to `server` (its address without credentials, or `embedded`) ended as `outcome`. */
@@ -14,11 +15,3 @@ export interface DeciderObserver {
   /** Outcomes of one answer that no reported alternative could begin (estimated from the bound). */
   absentOutcomes(count: number): void;
 }
-
-export const noopObserver: DeciderObserver = {
-  upstreamCall: () => {},
-  tokens: () => {},
-  malformedRetry: () => {},
-  queueRejected: () => {},
-  absentOutcomes: () => {},
-};

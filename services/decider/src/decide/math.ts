@@ -1,11 +1,5 @@
 /** Pure answer math. Probabilities are never rounded. */
 
-/** Scales non-negative weights to sum to 1; all-zero weights stay all zero (callers handle that case). */
-export function normalize(weights: number[]): number[] {
-  const total = weights.reduce((a, b) => a + b, 0);
-  return total > 0 ? weights.map((w) => w / total) : weights.map(() => 0);
-}
-
 /** Index of the largest value; the first one on ties. */
 export function argmax(values: readonly number[]): number {
   let best = 0;

@@ -1,0 +1,35 @@
+import { FakeUpstream } from "./fake-upstream/server";
+import { DeciderProcess } from "./shared/processes";
+
+/** What the built decider says at boot about its settings. */
+describe("the decider at boot", () => {
+  let fake: FakeUpstream;
+  let upstream: string;
+  let process_: DeciderProcess | undefined;
+  beforeAll(async () => {
+    fake = new FakeUpstream();
+    upstream = await fake.start();
+  });
+  afterEach(async () => {
+    await process_?.stop();
+    process_ = undefined;
+  });
+  afterAll(async () => {
+    await fake.stop();
+  });
+
+  const warning = (d: DeciderProcess) => d.lines.find((l) => String(l.message).includes("MAX_OUTPUT_TOKENS"));
+
+  it("warns that LOCALDECIDER_MAX_OUTPUT_TOKENS has no effect when it is set, and says nothing of it when not", async () => {
+    const env = { LOCALDECIDER_UPSTREAM: upstream, LOCALDECIDER_UPSTREAM_MODEL: "test-model" };
+    process_ = await new DeciderProcess({ ...env, LOCALDECIDER_MAX_OUTPUT_TOKENS: "4096" }).start();
+    expect(warning(process_)).toMatchObject({
+      level: "warn",
+      message: "LOCALDECIDER_MAX_OUTPUT_TOKENS has no effect: each upstream call decodes one token",
+      value: 4096,
+    });
+    await process_.stop();
+    process_ = await new DeciderProcess(env).start();
+    expect(warning(process_)).toBeUndefined();
+  });
+});
