@@ -9,7 +9,6 @@ import { RedisLimits } from "../src/limits/redis-limits";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
 import { upstreamAddress, upstreamAuthorization } from "../src/upstream/address";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
-import type { ServerPool } from "../src/upstream/pool";
 import { ModelListProbe, type ReadinessProbe } from "../src/upstream/readiness";
 import { ServerCheck } from "../src/upstream/server-check";
 import type { Upstream } from "../src/upstream/types";

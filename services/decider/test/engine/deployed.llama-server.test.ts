@@ -5,7 +5,7 @@ import { createBackend } from "../../src/backend";
 import { configSchema } from "../../src/config";
 import { partsOf } from "../../src/decide/plan";
 import { renderPrompt } from "../../src/decide/prompt";
-import { capturingLogger, deciderFor, deciderOver, waitFor } from "../helpers";
+import { capturingLogger, deciderFor, deciderOver, type HarnessOptions, waitFor } from "../helpers";
 import { ANSWER_MODEL } from "./answer-model";
 import { llamaServerBackend, type ProcessBackend } from "./backends";
 import { openEngine, type TinyEngine } from "./engine";
@@ -13,6 +13,20 @@ import { expected, probedName, QUESTIONS, RecordingUpstream, STATE } from "./exp
 import { THINKING_TEMPLATE, tinyModelPath } from "./tiny-model";
 
 const literally = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** The decider in front of a real server, with every probe it sends recorded. */
+function recordedDecider(backend: ProcessBackend, options: HarnessOptions = {}) {
+  let recorder: RecordingUpstream | undefined;
+  const d = deciderFor(backend.url, {
+    upstreamModel: backend.model,
+    ...options,
+    wrapUpstream: (u) => {
+      recorder = new RecordingUpstream(u);
+      return recorder;
+    },
+  });
+  return { d, recorder: recorder as unknown as RecordingUpstream };
+}
 
 /**
  * Only in `pnpm test:llama-server` (the default jest config leaves *.llama-server.test.ts out): a real
@@ -37,20 +51,13 @@ describe("a real llama-server as deployed", () => {
 
   it("with its prompt cache and flash attention on, answers within 1e-3 of the engine's distribution", async () => {
     const backend = await llamaServerBackend(bin as string, model);
-    let recorder: RecordingUpstream | undefined;
-    const d = deciderFor(backend.url, {
-      upstreamModel: backend.model,
-      wrapUpstream: (u) => {
-        recorder = new RecordingUpstream(u);
-        return recorder;
-      },
-    });
+    const { d, recorder } = recordedDecider(backend);
     try {
       const res = await request(d.app)
         .post("/v1/systemone")
         .send({ model: "localdecider", state: STATE, questions: QUESTIONS });
       expect(res.status).toBe(200);
-      for (const probe of recorder?.probes ?? []) {
+      for (const probe of recorder.probes ?? []) {
         const name = probedName(probe);
         const want = await expected(engine, await backend.promptOf(probe.messages), probe.reading);
         const answer = res.body.answers[name];
@@ -183,15 +190,7 @@ describe("a real llama-server as deployed", () => {
 
   it("on --parallel 4, reads a request's prompt once: every call names one slot, and the server evaluates at most 1.25x the floor's prompt tokens", async () => {
     const backend = await llamaServerBackend(bin as string, model, ["--parallel", "4", "-c", "32768", "--metrics"]);
-    let recorder: RecordingUpstream | undefined;
-    const d = deciderFor(backend.url, {
-      upstreamModel: backend.model,
-      maxInflight: 4,
-      wrapUpstream: (u) => {
-        recorder = new RecordingUpstream(u);
-        return recorder;
-      },
-    });
+    const { d, recorder } = recordedDecider(backend, { maxInflight: 4 });
     const questions = Object.fromEntries(
       Array.from({ length: 16 }, (_, i) => [`q${i}`, { type: "noul", instructions: `Is line ${i} changed?` }]),
     );
@@ -204,7 +203,7 @@ describe("a real llama-server as deployed", () => {
         .send({ model: "localdecider", state: state("a"), questions });
       expect(res.status).toBe(200);
       const ours = (await evaluated(backend)) - before;
-      expect(new Set(recorder?.probes.map((p) => recorder?.slots.get(p)))).toHaveProperty("size", 1);
+      expect(new Set(recorder.probes.map((p) => recorder.slots.get(p)))).toHaveProperty("size", 1);
       // The floor: one call with a state of the same size and every question, one token.
       const parts = Object.entries(questions as Record<string, Question>).flatMap(([name, q]) => partsOf(name, q));
       before = await evaluated(backend);
@@ -226,19 +225,12 @@ describe("a real llama-server as deployed", () => {
     const pieceModel = tinyModelPath({ ...ANSWER_MODEL, bias: { ...ANSWER_MODEL.bias, "vocab:ä": 30 } });
     const pieceEngine = await openEngine(pieceModel);
     const backend = await llamaServerBackend(bin as string, pieceModel);
-    let recorder: RecordingUpstream | undefined;
-    const d = deciderFor(backend.url, {
-      upstreamModel: backend.model,
-      wrapUpstream: (u) => {
-        recorder = new RecordingUpstream(u);
-        return recorder;
-      },
-    });
+    const { d, recorder } = recordedDecider(backend);
     try {
       const questions = { bug: QUESTIONS.bug } as Record<string, Question>;
       const res = await request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
       expect(res.status).toBe(200);
-      await expectEngine(pieceEngine, backend, recorder as RecordingUpstream, questions, res.body.answers);
+      await expectEngine(pieceEngine, backend, recorder, questions, res.body.answers);
     } finally {
       await d.close();
       await backend.stop();
@@ -250,26 +242,19 @@ describe("a real llama-server as deployed", () => {
     const thinkingModel = tinyModelPath({ ...ANSWER_MODEL, chatTemplate: THINKING_TEMPLATE });
     const thinkingEngine = await openEngine(thinkingModel);
     const backend = await llamaServerBackend(bin as string, thinkingModel);
-    let recorder: RecordingUpstream | undefined;
-    const d = deciderFor(backend.url, {
-      upstreamModel: backend.model,
-      wrapUpstream: (u) => {
-        recorder = new RecordingUpstream(u);
-        return recorder;
-      },
-    });
+    const { d, recorder } = recordedDecider(backend);
     try {
       const res = await request(d.app)
         .post("/v1/systemone")
         .send({ model: "localdecider", state: STATE, questions: QUESTIONS });
       expect(res.status).toBe(200);
-      for (const probe of recorder?.probes ?? []) {
+      for (const probe of recorder.probes ?? []) {
         const prefill = probe.messages.at(-1)?.content ?? "";
         expect(await backend.promptOf(probe.messages)).toMatch(
           new RegExp(`<think>\\n\\n</think>\\n\\n${literally(prefill)}$`),
         );
       }
-      await expectEngine(thinkingEngine, backend, recorder as RecordingUpstream, QUESTIONS, res.body.answers);
+      await expectEngine(thinkingEngine, backend, recorder, QUESTIONS, res.body.answers);
     } finally {
       await d.close();
       await backend.stop();
