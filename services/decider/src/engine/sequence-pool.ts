@@ -28,7 +28,7 @@ export class SequencePool<S extends { readonly contextTokens: readonly number[] 
 
   /** The sequence of `slot` (taken modulo the pool's size), else the free one that shares most of `tokens`. */
   async acquire(tokens: readonly number[], slot?: number): Promise<S> {
-    const wanted = slot === undefined ? undefined : slot % this.sequences.length;
+    const wanted = slot === undefined || slot < 0 ? undefined : slot % this.sequences.length;
     let index = wanted === undefined ? this.bestFree(tokens) : this.busy.has(wanted) ? undefined : wanted;
     if (index === undefined) {
       this.waits += 1;

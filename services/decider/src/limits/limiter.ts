@@ -129,10 +129,13 @@ export class UpstreamLimiter {
     slots.bottleneck.schedule(async () => (await work)?.()).catch(() => undefined);
   }
 
-  /** The standby at the tail of `slots`' queue, taken; a new one is scheduled behind it. */
-  takeStandby(slots: ServerSlots): Standby {
+  /**
+   * The standby at the tail of `slots`' queue, taken (a new one is scheduled behind it), or undefined once the
+   * limiter has stopped (the caller then schedules on Bottleneck, which refuses).
+   */
+  takeStandby(slots: ServerSlots): Standby | undefined {
     this.standBy(slots);
-    const standby = slots.standby as Standby;
+    const standby = slots.standby;
     slots.standby = undefined;
     this.standBy(slots);
     return standby;
@@ -265,9 +268,14 @@ export class Reservation {
         this.limiter.dismissStandby(slots);
         scheduled = slots.bottleneck.schedule({ weight: this.limiter.maxInflight, priority: 0 }, job);
       } else {
-        const ran = new Deferred<typeof MOVED | undefined>();
-        this.limiter.takeStandby(slots).give(() => job().then(ran.resolve));
-        scheduled = ran.promise;
+        const standby = this.limiter.takeStandby(slots);
+        if (standby === undefined) {
+          scheduled = slots.bottleneck.schedule(job);
+        } else {
+          const ran = new Deferred<typeof MOVED | undefined>();
+          standby.give(() => job().then(ran.resolve));
+          scheduled = ran.promise;
+        }
       }
       const outcome = await Promise.race([
         done.promise.then((value) => ({ value })),

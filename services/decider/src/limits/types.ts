@@ -15,6 +15,7 @@ export interface LimiterCounts {
  */
 export interface SlotLease {
   readonly server: string;
+  /** The slot's number; -1 when the shared limits found no number free (the server then chooses a slot). */
   readonly slot: number;
   /**
    * Runs one upstream call of the request inside the lease: counted as running (and no longer queued) while

@@ -77,7 +77,7 @@ export class OpenAIUpstream implements Upstream {
       add_generation_prompt: false,
       // A thinking template (Qwen3 and others) would otherwise open a think block before the answer.
       ...(templateKwargs ? { chat_template_kwargs: { enable_thinking: false } } : {}),
-      ...(kind === "llama.cpp" && options.slot !== undefined ? { id_slot: options.slot } : {}),
+      ...(kind === "llama.cpp" && options.slot !== undefined && options.slot >= 0 ? { id_slot: options.slot } : {}),
     };
   }
 
