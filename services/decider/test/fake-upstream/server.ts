@@ -104,6 +104,8 @@ export class FakeUpstream {
   continuesPrefill = true;
   /** Whether top_logprobs are the raw distribution (else they change with the temperature, as post-sampling ones). */
   rawLogprobs = true;
+  /** Whether the inspection's calls get logprobs at all (a server that never reports them: false). */
+  inspectionLogprobs = true;
   /** The decider's start-up inspection calls (kept apart from `calls` and `requests`, which are probes). */
   inspections: Record<string, unknown>[] = [];
 
@@ -276,7 +278,7 @@ export class FakeUpstream {
           index: 0,
           message: { role: "assistant", content: first.token },
           finish_reason: "length",
-          logprobs: { content: [{ ...first, top_logprobs: alts }] },
+          logprobs: this.inspectionLogprobs ? { content: [{ ...first, top_logprobs: alts }] } : null,
         },
       ],
       usage: { prompt_tokens: promptTokens, completion_tokens: 1, total_tokens: promptTokens + 1 },
