@@ -141,6 +141,24 @@ export function interpolations(text: string): Interpolation[] {
   return found;
 }
 
+/**
+ * A value of a compose file as Compose fills it in from `env` (.env and the shell): `$$` is a literal `$`;
+ * `${NAME}` and `$NAME`; `${NAME:-default}` (unset or empty) and `${NAME-default}` (unset); `${NAME:?message}`
+ * and `${NAME?message}` throw compose's refusal with the message when NAME is unset (or empty, with `:`).
+ */
+export function interpolate(value: string, env: Record<string, string | undefined>): string {
+  const pattern = /\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))/g;
+  return value.replace(pattern, (_match, dollar, braced, colon, op, text, bare) => {
+    if (dollar !== undefined) return "$";
+    const name = (braced ?? bare) as string;
+    const set = env[name];
+    const missing = set === undefined || (colon === ":" && set === "");
+    if (op === "-") return missing ? text : (set as string);
+    if (op === "?" && missing) throw new Error(`required variable ${name} is missing a value: ${text}`);
+    return set ?? "";
+  });
+}
+
 /** One variable of .env.example: `NAME=value`, or `# NAME=value` for one compose sets itself. */
 export interface EnvExampleEntry {
   name: string;

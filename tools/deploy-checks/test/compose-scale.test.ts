@@ -4,6 +4,8 @@ import { drainSeconds } from "../src/drain";
 import {
   type ComposeService,
   durationSeconds,
+  interpolate,
+  interpolations,
   loadCompose,
   mergeCompose,
   RESET,
@@ -98,7 +100,9 @@ describe("docker/compose.scale.yml over docker-compose.yml", () => {
       .map(([name, svc]) => `http://${name}:${svc.command?.[(svc.command?.indexOf("--port") ?? -2) + 1]}`);
     expect(servers).toStrictEqual(["http://model:8081", "http://model-b:8081"]);
     expect(String(decider.environment?.LOCALDECIDER_UPSTREAM).split(",")).toStrictEqual(servers);
-    expect(decider.environment?.LOCALDECIDER_REDIS_URL).toBe("redis://redis:6379");
+    expect(interpolate(String(decider.environment?.LOCALDECIDER_REDIS_URL), { REDIS_PASSWORD: "pw" })).toBe(
+      "redis://:pw@redis:6379",
+    );
     expect(decider.depends_on).toStrictEqual({
       model: { condition: "service_healthy" },
       "model-b": { condition: "service_started" },
@@ -109,22 +113,56 @@ describe("docker/compose.scale.yml over docker-compose.yml", () => {
 
 describe("Redis of the scaled-out stack", () => {
   const redis = service("redis");
+  /** The options redis-server gets: what follows `redis-server` ($0 of the sh -c script) in the command. */
+  const options = (redis.command ?? []).slice((redis.command ?? []).indexOf("redis-server") + 1);
 
-  it("runs a pinned Redis as its own user, unpublished, probed with PING", () => {
+  it("runs a pinned Redis as its own user, unpublished", () => {
     expect(redis.image).toMatch(new RegExp(`^redis:\\d+\\.\\d+\\.\\d+(-alpine)?${DIGEST}$`));
     // The image's entrypoint chowns /data and switches user only when started as root.
     expect(redis.user).toBe("redis");
     expect(redis.ports).toBeUndefined();
-    expect(redis.healthcheck?.test).toStrictEqual(["CMD-SHELL", "redis-cli ping | grep -q PONG"]);
   });
 
   it("keeps nothing on disk and refuses writes rather than evict a count when full", () => {
-    const args = (redis.command ?? []).join(" ");
-    expect(redis.command?.[0]).toBe("redis-server");
+    const args = options.join(" ");
     expect(args).toContain("--save  --appendonly no");
     expect(args).toContain("--maxmemory-policy noeviction");
     expect(redis.volumes).toBeUndefined();
     expect(redis.read_only).toBe(true);
+  });
+
+  it("requires REDIS_PASSWORD from .env, with no default, for Redis and for the deciders' URL alike", () => {
+    const required = /^\$\{REDIS_PASSWORD:\?set REDIS_PASSWORD in \.env[^}]*\}$/;
+    expect(redis.environment?.REDIS_PASSWORD).toMatch(required);
+    const url = String(service("decider").environment?.LOCALDECIDER_REDIS_URL);
+    expect(url.replace(/\$\{[^}]*\}/, "<password>")).toBe("redis://:<password>@redis:6379");
+    expect(interpolations(url)).toStrictEqual([{ name: "REDIS_PASSWORD", fallback: undefined, required: true }]);
+    // As compose fills them in: without the variable (or with it empty) the stack does not start.
+    for (const env of [{}, { REDIS_PASSWORD: "" }]) {
+      expect(() => interpolate(url, env)).toThrow(
+        "required variable REDIS_PASSWORD is missing a value: set REDIS_PASSWORD in .env",
+      );
+      expect(() => interpolate(String(redis.environment?.REDIS_PASSWORD), env)).toThrow("REDIS_PASSWORD");
+    }
+  });
+
+  it("gives redis-server the password on its standard input, in none of its arguments, and keeps protected mode", () => {
+    const password = "a-password-from-env";
+    const command = (redis.command ?? []).map((arg) => interpolate(arg, { REDIS_PASSWORD: password }));
+    expect(command.slice(0, 2)).toStrictEqual(["sh", "-c"]);
+    // The script execs redis-server with its configuration on stdin (`-`) and the listed options after it.
+    expect(command[2]).toBe('exec redis-server - "$@" <<EOF\nrequirepass "$REDIS_PASSWORD"\nEOF');
+    expect(command[3]).toBe("redis-server");
+    expect(command.filter((arg) => arg.includes(password))).toStrictEqual([]);
+    expect(options.join(" ")).toContain("--protected-mode yes");
+    expect(options.join(" ")).not.toContain("requirepass");
+  });
+
+  it("probes with an authenticated PING, the password from the environment (REDISCLI_AUTH), not the command line", () => {
+    expect(redis.healthcheck?.test).toStrictEqual([
+      "CMD-SHELL",
+      'REDISCLI_AUTH="$$REDIS_PASSWORD" redis-cli ping | grep -q PONG',
+    ]);
   });
 });
 

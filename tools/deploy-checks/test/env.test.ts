@@ -2,6 +2,7 @@ import {
   COMPOSE_FILES,
   composeText,
   envDefault,
+  interpolate,
   interpolations,
   loadCompose,
   meansDefault,
@@ -137,6 +138,18 @@ describe("the drift checks themselves", () => {
     expect(trimmed.map((e) => e.name).filter((n) => !schemaVars.has(n) && !composeVars.has(n))).toStrictEqual([
       "TODOS_OLD",
     ]);
+  });
+
+  it("fill in values as compose does: defaults, required ones refused when unset or empty, $$ a literal $", () => {
+    const env = { A: "a", EMPTY: "" };
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation syntax, not a JS template
+    expect(interpolate("${A} $A ${B:-x} ${EMPTY:-y} ${EMPTY-z} $${A} $$A ${A:?m}", env)).toBe("a a x y  ${A} $A a");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation syntax, not a JS template
+    expect(() => interpolate("${B:?set B in .env}", env)).toThrow(
+      "required variable B is missing a value: set B in .env",
+    );
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose interpolation syntax, not a JS template
+    expect(() => interpolate("${EMPTY:?set it}", env)).toThrow("required variable EMPTY is missing a value: set it");
   });
 
   it("read interpolations with and without defaults, required ones, and skip escaped $$", () => {

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { parse } from "yaml";
 import { stages } from "../src/dockerfile";
-import { readRepoFile, repoPath } from "../src/repo";
+import { COMPOSE_FILES, composeText, interpolations, readRepoFile, repoPath } from "../src/repo";
 
 interface Step {
   uses?: string;
@@ -35,6 +35,27 @@ describe(".github/workflows/ci.yml", () => {
     ]);
     expect(test.services?.postgres?.image).toBe("postgres:16");
     expect(test.strategy?.matrix?.node).toStrictEqual(["20", "22"]);
+  });
+
+  it("renders every compose stack with `docker compose config`, giving each variable a compose file requires", () => {
+    const compose = workflow.jobs.compose as Job & { env?: Record<string, string> };
+    const rendered = compose.steps.flatMap((s) => (s.run ?? "").split("\n")).filter((l) => l.includes("config"));
+    expect(rendered.map((line) => line.trim())).toStrictEqual(
+      COMPOSE_FILES.map((file) =>
+        file === "docker-compose.yml"
+          ? "docker compose -f docker-compose.yml config --quiet"
+          : `docker compose -f docker-compose.yml -f ${file} config --quiet`,
+      ),
+    );
+    // Compose refuses to render a file whose `${NAME:?...}` is unset: the job sets each such NAME.
+    const required = new Set(
+      COMPOSE_FILES.flatMap((file) =>
+        interpolations(composeText(file))
+          .filter((i) => i.required)
+          .map((i) => i.name),
+      ),
+    );
+    expect([...required].filter((name) => !(name in (compose.env ?? {})))).toStrictEqual([]);
   });
 
   it("builds both images without pushing them", () => {

@@ -1,11 +1,12 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { cp, mkdtemp, readdir, rm } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { deployCommand, type RuntimeStage, runtimeStage } from "../src/dockerfile";
+import { type FakeModelServer, startFakeModelServer } from "../src/fake-model-server";
 import { REPO_ROOT, readRepoFile } from "../src/repo";
 
 // Each image target is replayed without Docker: the deploy steps of the stage its files come from
@@ -165,55 +166,14 @@ describe.each(TARGETS)(
     });
 
     it("starts from its ENTRYPOINT with the image's ENV, passes its HEALTHCHECK, and exits 0 on SIGTERM", async () => {
-      let upstream: Server | undefined;
+      let upstream: FakeModelServer | undefined;
       const env: NodeJS.ProcessEnv = { ...baseEnv, [portVar]: String(await freePort()) };
       if (service === "decider" && target === undefined) {
         // Server mode is ready when its model server lists the configured model and passes the decider's
-        // start-up checks (one-token chat calls): it continues a prefill (one prompt token more for the
-        // one-character prefill) and reports the same top_logprobs at every temperature.
-        upstream = createServer((req, res) => {
-          res.setHeader("content-type", "application/json");
-          if (req.url === "/v1/models") {
-            res.end(JSON.stringify({ object: "list", data: [{ id: "m", object: "model" }] }));
-            return;
-          }
-          if (req.url !== "/v1/chat/completions") {
-            res.writeHead(404).end("{}");
-            return;
-          }
-          let body = "";
-          req.on("data", (chunk: Buffer) => {
-            body += chunk.toString("utf8");
-          });
-          req.on("end", () => {
-            const messages = (JSON.parse(body) as { messages: { role: string }[] }).messages;
-            const prefilled = messages[messages.length - 1]?.role === "assistant";
-            const top = [
-              { token: '"', logprob: Math.log(0.9), bytes: [34] },
-              { token: " ", logprob: Math.log(0.1), bytes: [32] },
-            ];
-            res.end(
-              JSON.stringify({
-                id: "c",
-                object: "chat.completion",
-                created: 0,
-                model: "m",
-                choices: [
-                  {
-                    index: 0,
-                    message: { role: "assistant", content: '"' },
-                    finish_reason: "length",
-                    logprobs: { content: [{ ...top[0], top_logprobs: top }] },
-                  },
-                ],
-                usage: { prompt_tokens: prefilled ? 11 : 10, completion_tokens: 1, total_tokens: 12 },
-              }),
-            );
-          });
-        });
-        await new Promise<void>((resolve) => upstream?.listen(0, "127.0.0.1", resolve));
-        env.LOCALDECIDER_UPSTREAM = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-        env.LOCALDECIDER_UPSTREAM_MODEL = "m";
+        // start-up checks.
+        upstream = await startFakeModelServer();
+        env.LOCALDECIDER_UPSTREAM = upstream.url;
+        env.LOCALDECIDER_UPSTREAM_MODEL = upstream.model;
       }
       if (target === "embedded") {
         // Embedded mode is ready once the model is loaded: a GGUF on disk, as if mounted into the volume.
@@ -245,7 +205,7 @@ describe.each(TARGETS)(
         expect(await exitCode(child)).toBe(0);
       } finally {
         if (child.exitCode === null) child.kill("SIGKILL");
-        await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
+        await upstream?.close();
       }
     }, 120_000);
 

@@ -19,7 +19,12 @@ const run = promisify(execFile);
  * A headless-shell build of Chromium for Linux x64 (Brotli-compressed in the tarball, 70 MB; 210 MB
  * unpacked), with the NSS and expat libraries it needs beside it, so it runs on a bare glibc system.
  */
-export const NPM_CHROMIUM: NpmPackage = { name: "@sparticuz/chromium", version: "153.0.0" };
+export const NPM_CHROMIUM: NpmPackage = {
+  name: "@sparticuz/chromium",
+  version: "153.0.0",
+  // The registry's dist.integrity of 153.0.0: a tarball with other bytes is refused.
+  integrity: "sha512-jiGWqSvPMdu4+P9TilYqAR7yEGPEHINx+lCvE/NqNO/EHYzF/x1hUiI5T6ioVIt7dEy7n88byyT0vk+dnsgQwA==",
+};
 
 /** Where a machine usually has a Chromium-based browser, searched in this order. */
 export const MACHINE_BROWSERS: Record<string, string[]> = {
@@ -128,6 +133,7 @@ export async function ensureChromium(
     cache: options.cache ?? cacheDir(env),
     say,
     prepare: prepareNpmChromium,
+    env,
   });
   const executablePath = path.join(dir, "chromium", "headless-chromium");
   // Proves it starts here (a missing system library would show now, not as a Playwright timeout).

