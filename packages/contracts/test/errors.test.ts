@@ -1,13 +1,6 @@
-import {
-  DECIDER_ERROR_STATUS,
-  DECIDER_HOST_RESPONSES,
-  DeciderErrorBody,
-  ErrorBody,
-  HOST_NOT_ALLOWED_STATUS,
-  TODO_MESSAGES,
-  TODOS_HOST_RESPONSES,
-  TodosErrorBody,
-} from "../src";
+import { ErrorBody, HOST_NOT_ALLOWED_STATUS } from "../src";
+import { DECIDER_ERROR_STATUS, DECIDER_HOST_RESPONSES, DeciderErrorBody } from "../src/decider";
+import { TODO_MESSAGES, TODOS_HOST_RESPONSES, TodosErrorBody } from "../src/todos";
 
 describe("ErrorBody", () => {
   it("accepts the seed's bare { error } body", () => {

@@ -14,7 +14,7 @@
  * Run: LLAMA_SERVER_BIN=… pnpm --filter @localdecider/decider bench:llama-server
  */
 import type { ChildProcess } from "node:child_process";
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import { packPrompts, partsOf } from "../src/decide/plan";
 import { renderPrompt } from "../src/decide/prompt";
 import { ANSWER_MODEL } from "../test/engine/answer-model";

@@ -8,7 +8,7 @@
  * part per request and a part per upstream call.
  * Run: pnpm --filter @localdecider/decider bench:overhead (BENCH_REQUESTS per size, default 200).
  */
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import { planRequest } from "../src/decide/plan";
 import { probeOf } from "../src/decide/probe";
 import { renderPrompt } from "../src/decide/prompt";

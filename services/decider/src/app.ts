@@ -1,4 +1,4 @@
-import { DECIDER_AUTH_RESPONSES, DECIDER_HOST_RESPONSES, deciderRoutes } from "@localdecider/contracts";
+import { DECIDER_AUTH_RESPONSES, DECIDER_HOST_RESPONSES, deciderRoutes } from "@localdecider/contracts/decider";
 import {
   type AllowedHosts,
   accessLog,

@@ -1,5 +1,5 @@
 import path from "node:path";
-import type { BackendInfo } from "@localdecider/contracts";
+import type { BackendInfo } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Config } from "./config";
 import { EmbeddedUpstream } from "./engine/embedded-upstream";

@@ -1,4 +1,5 @@
-import { DECIDER_ERROR_STATUS, type DeciderErrorCode, type ValidationIssue } from "@localdecider/contracts";
+import type { ValidationIssue } from "@localdecider/contracts";
+import { DECIDER_ERROR_STATUS, type DeciderErrorCode } from "@localdecider/contracts/decider";
 import { AppError } from "@localdecider/service-kit";
 
 /** An AppError whose status is the one contracts assign to its code, so the two can never disagree. */

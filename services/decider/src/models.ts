@@ -1,4 +1,4 @@
-import type { ModelCard } from "@localdecider/contracts";
+import type { ModelCard } from "@localdecider/contracts/decider";
 import { RELEASE_DATE, SERVICE_VERSION } from "./version";
 
 /** Our own model name. */

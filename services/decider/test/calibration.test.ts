@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { applyTemperature, type CalibrationFile } from "@localdecider/contracts";
+import { applyTemperature, type CalibrationFile } from "@localdecider/contracts/decider";
 import request from "supertest";
 import { Calibration } from "../src/calibration/calibration";
 import { loadCalibration } from "../src/calibration/load";

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { DECIDER_ERROR_STATUS } from "@localdecider/contracts";
+import { DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import { configSchema } from "../src/config";
 import { upstreamAddress, upstreamBaseURL } from "../src/upstream/address";

@@ -1,11 +1,10 @@
+import { ApiError, ApiRequestError } from "@localdecider/contracts";
 import {
-  ApiError,
-  ApiRequestError,
   createDeciderClient,
   type DeciderApiError,
   deciderRoutes,
   type SystemOneResponse,
-} from "@localdecider/contracts";
+} from "@localdecider/contracts/decider";
 import { type Harness, harness, listen } from "./helpers";
 
 /** The Express routes an app serves, as "METHOD path". */

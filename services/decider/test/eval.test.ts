@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CalibrationFile } from "@localdecider/contracts";
+import { CalibrationFile } from "@localdecider/contracts/decider";
 import request from "supertest";
 import { loadCalibration } from "../src/calibration/load";
 import { deciderFor, type Harness, harness, listen } from "./helpers";

@@ -1,4 +1,4 @@
-import { DeciderErrorBody } from "@localdecider/contracts";
+import { DeciderErrorBody } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
 import fc from "fast-check";
 import request from "supertest";

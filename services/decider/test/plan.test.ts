@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import type { PartResult } from "../src/decide/answer";
 import { finalRound, packPrompts, partsOf, planRequest } from "../src/decide/plan";
 import { prefill, readingOf } from "../src/decide/probe";

@@ -1,4 +1,4 @@
-import { DeciderErrorBody, SystemOneResponse } from "@localdecider/contracts";
+import { DeciderErrorBody, SystemOneResponse } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
 import { type AskedQuestion, FakeUpstream, type Flavour } from "./fake-upstream/server";

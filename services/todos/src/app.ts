@@ -1,10 +1,5 @@
-import {
-  HOST_NOT_ALLOWED_STATUS,
-  TODO_MESSAGES,
-  TODOS_AUTH_RESPONSES,
-  TODOS_HOST_RESPONSES,
-  todosRoutes,
-} from "@localdecider/contracts";
+import { HOST_NOT_ALLOWED_STATUS } from "@localdecider/contracts";
+import { TODO_MESSAGES, TODOS_AUTH_RESPONSES, TODOS_HOST_RESPONSES, todosRoutes } from "@localdecider/contracts/todos";
 import {
   type AllowedHosts,
   AppError,

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { ApiError, createTodosClient, TODO_MESSAGES, type TodoItem, type TodosApiError } from "@localdecider/contracts";
+import { ApiError } from "@localdecider/contracts";
+import { createTodosClient, TODO_MESSAGES, type TodoItem, type TodosApiError } from "@localdecider/contracts/todos";
 import { serve } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { SignJWT } from "jose";

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { TODO_MESSAGES } from "@localdecider/contracts";
+import { TODO_MESSAGES } from "@localdecider/contracts/todos";
 import { hostPolicy, parseAllowedHosts } from "@localdecider/service-kit";
 import type { Express } from "express";
 import { SignJWT } from "jose";

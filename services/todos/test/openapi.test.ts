@@ -1,4 +1,4 @@
-import { todosRoutes } from "@localdecider/contracts";
+import { todosRoutes } from "@localdecider/contracts/todos";
 import { buildTodosOpenApi } from "../src/app";
 
 describe("the route contracts as an OpenAPI document", () => {

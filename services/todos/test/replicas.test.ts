@@ -1,4 +1,4 @@
-import { createTodosClient } from "@localdecider/contracts";
+import { createTodosClient } from "@localdecider/contracts/todos";
 import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
 import { type RunningService, startService } from "./support/service-process";
 

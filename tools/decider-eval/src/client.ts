@@ -1,13 +1,11 @@
+import { ApiError, ApiRequestError, type Client } from "@localdecider/contracts";
 import {
-  ApiError,
-  ApiRequestError,
-  type Client,
   createDeciderClient,
   type DeciderRoutes,
   type ModelsResponse,
   type Question,
   type SystemOneResponse,
-} from "@localdecider/contracts";
+} from "@localdecider/contracts/decider";
 import type { DataRecord } from "./dataset";
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { Question } from "@localdecider/contracts";
+import { Question } from "@localdecider/contracts/decider";
 import { z } from "zod";
 
 /**

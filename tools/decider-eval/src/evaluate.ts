@@ -1,6 +1,11 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { type CalibrationFile, MAX_TEMPERATURE, MIN_TEMPERATURE, type QuestionType } from "@localdecider/contracts";
+import {
+  type CalibrationFile,
+  MAX_TEMPERATURE,
+  MIN_TEMPERATURE,
+  type QuestionType,
+} from "@localdecider/contracts/decider";
 import { confidenceHistogramSvg, type ReliabilityPanel, reliabilitySvg, toPng } from "./charts";
 import { CallError, DeciderClient } from "./client";
 import { type BadLine, parseDataset } from "./dataset";

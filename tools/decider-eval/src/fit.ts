@@ -9,7 +9,7 @@ import {
   QUESTION_TYPES,
   type QuestionType,
   temperatureFor,
-} from "@localdecider/contracts";
+} from "@localdecider/contracts/decider";
 import { logLoss, type Prediction } from "./metrics";
 import type { LabelledAnswer } from "./predictions";
 import { mixedHash } from "./random";

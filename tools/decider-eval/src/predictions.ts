@@ -1,4 +1,4 @@
-import type { Answer, Question, QuestionType } from "@localdecider/contracts";
+import type { Answer, Question, QuestionType } from "@localdecider/contracts/decider";
 import type { DataRecord, Label } from "./dataset";
 import type { Prediction } from "./metrics";
 

@@ -1,4 +1,4 @@
-import type { QuestionType } from "@localdecider/contracts";
+import type { QuestionType } from "@localdecider/contracts/decider";
 import {
   type BootstrapOptions,
   type Estimate,

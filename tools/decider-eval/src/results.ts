@@ -1,5 +1,5 @@
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
-import { Answer } from "@localdecider/contracts";
+import { Answer } from "@localdecider/contracts/decider";
 import { z } from "zod";
 
 /**

@@ -1,4 +1,4 @@
-import { CalibrationFile } from "@localdecider/contracts";
+import { CalibrationFile } from "@localdecider/contracts/decider";
 import { composeWithActive, fitCalibration, fitTemperature, isHeldOut, scaled } from "../src/fit";
 import { logLoss, type Prediction } from "../src/metrics";
 import type { LabelledAnswer } from "../src/predictions";

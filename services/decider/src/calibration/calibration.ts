@@ -4,7 +4,7 @@ import {
   type ModelsCalibration,
   type Question,
   temperatureFor,
-} from "@localdecider/contracts";
+} from "@localdecider/contracts/decider";
 
 /**
  * A loaded calibration file, applied to every answer's final distribution (answer.ts) before score,

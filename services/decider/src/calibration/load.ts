@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { CalibrationFile } from "@localdecider/contracts";
+import { CalibrationFile } from "@localdecider/contracts/decider";
 import { Calibration } from "./calibration";
 
 /**

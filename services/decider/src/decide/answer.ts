@@ -1,4 +1,4 @@
-import type { Answer, Question } from "@localdecider/contracts";
+import type { Answer, Question } from "@localdecider/contracts/decider";
 import type { Calibration } from "../calibration/calibration";
 import { argmax, choiceConfidence, scoreStats } from "./math";
 import type { Part, Plan } from "./plan";

@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts";
+import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import type { Reservation, UpstreamLimiter } from "../limits/limiter";

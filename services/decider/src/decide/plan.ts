@@ -1,4 +1,4 @@
-import type { Entry, Question } from "@localdecider/contracts";
+import type { Entry, Question } from "@localdecider/contracts/decider";
 import { argmax } from "./math";
 
 /** An outcome code as the model writes it: a JSON boolean (noul), a digit (score) or one letter (choice). */

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import type { Entry, JsonValue } from "@localdecider/contracts";
+import type { JsonValue } from "@localdecider/contracts";
+import type { Entry } from "@localdecider/contracts/decider";
 import type { ChatMessage } from "../upstream/types";
 import { answerKey, type Part } from "./plan";
 

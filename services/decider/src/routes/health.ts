@@ -1,4 +1,4 @@
-import type { DeciderRoutes } from "@localdecider/contracts";
+import type { DeciderRoutes } from "@localdecider/contracts/decider";
 import type { RouteHandler } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
 import type { UpstreamLimiter } from "../limits/limiter";

@@ -1,4 +1,4 @@
-import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts";
+import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts/decider";
 import type { RouteHandlers } from "@localdecider/service-kit";
 import type { Decider } from "../decide/decider";
 import type { UpstreamLimiter } from "../limits/limiter";

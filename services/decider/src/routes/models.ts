@@ -1,4 +1,4 @@
-import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts";
+import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts/decider";
 import type { RouteHandler } from "@localdecider/service-kit";
 import { modelCards } from "../models";
 

@@ -1,6 +1,6 @@
 import os from "node:os";
 import path from "node:path";
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import { serve } from "@localdecider/service-kit";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import type { ProbeRequest } from "../../src/upstream/types";
 import type { TinyEngine } from "../engine/engine";
 import { renderChatML } from "../engine/engine-upstream";

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import { loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { createBackend } from "../../src/backend";

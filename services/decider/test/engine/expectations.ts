@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import type { ProbeOptions, ProbeRequest, ProbeResult, Reading, Upstream } from "../../src/upstream/types";
 import { FakeUpstream } from "../fake-upstream/server";
 import { sum } from "../helpers";

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts";
+import type { Question } from "@localdecider/contracts/decider";
 import request from "supertest";
 import { argmax } from "../../src/decide/math";
 import { type DeciderUnderTest, deciderFor, sum } from "../helpers";

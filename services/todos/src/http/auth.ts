@@ -1,4 +1,4 @@
-import { TODOS_AUTH_REALM } from "@localdecider/contracts";
+import { TODOS_AUTH_REALM } from "@localdecider/contracts/todos";
 import { AppError } from "@localdecider/service-kit";
 import type { RequestHandler } from "express";
 import { errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";

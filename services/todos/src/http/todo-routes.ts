@@ -1,4 +1,4 @@
-import { TODO_MESSAGES, type TodoItem, type TodosRoutes } from "@localdecider/contracts";
+import { TODO_MESSAGES, type TodoItem, type TodosRoutes } from "@localdecider/contracts/todos";
 import { AppError, type RouteHandlers } from "@localdecider/service-kit";
 import type { TodoRecord, TodoRepository } from "../storage/repository";
 import { toPage } from "./validation";

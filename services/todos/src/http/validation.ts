@@ -1,4 +1,4 @@
-import { PAGE_LIMIT_MAX, TODO_MESSAGES, type TodoListQuery } from "@localdecider/contracts";
+import { PAGE_LIMIT_MAX, TODO_MESSAGES, type TodoListQuery } from "@localdecider/contracts/todos";
 import { AppError, type RequestPart, validationDetails } from "@localdecider/service-kit";
 import type { z } from "zod";
 import type { Page } from "../storage/repository";

@@ -1,5 +1,5 @@
-import { HealthResponse } from "./health";
-import type { ResponseContract, RouteContracts } from "./route";
+import { HealthResponse } from "../core/health";
+import type { ResponseContract, RouteContracts } from "../core/route";
 import {
   CreateTodoRequest,
   ItemParams,
@@ -13,7 +13,7 @@ import {
   TodoWriteResponse,
   UpdateTodoRequest,
   UserParams,
-} from "./todos";
+} from "./schemas";
 
 const error = (description: string): ResponseContract => ({ description, schema: TodosErrorBody });
 const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired surrogates)");

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JsonValue } from "./json";
+import { JsonValue } from "../core/json";
 
 /**
  * The decider's wire protocol: TypeSafe's hosted System One API (`POST /v1/systemone`, `GET /v1/models`),

@@ -1,6 +1,6 @@
-import { DeciderErrorBody, DeciderReadyResponse, ModelsResponse, SystemOneRequest, SystemOneResponse } from "./decider";
-import { HealthResponse } from "./health";
-import type { ResponseContract, RouteContracts } from "./route";
+import { HealthResponse } from "../core/health";
+import type { ResponseContract, RouteContracts } from "../core/route";
+import { DeciderErrorBody, DeciderReadyResponse, ModelsResponse, SystemOneRequest, SystemOneResponse } from "./schemas";
 
 const error = (description: string, headers?: ResponseContract["headers"]): ResponseContract => ({
   description,

@@ -1,15 +1,13 @@
 import type { z } from "zod";
-import type { DeciderErrorCode } from "./decider";
-import { type DeciderRoutes, deciderRoutes } from "./decider-routes";
 import type { ValidationIssue } from "./errors";
 import { pathParamNames, type RouteContract, type RouteContracts, routeListProblems, type SuccessBody } from "./route";
-import { type TodosRoutes, todosRoutes } from "./todos-routes";
 
 /**
  * Typed clients over Node's global fetch, built from the route contracts at run time (no generated code):
  * one method per route, named as the route, taking its params/query/body and resolving to its success
  * body parsed by the contract's schema. Failures are exceptions: ApiError when the service answered with
- * an error status, ApiRequestError when there is no usable answer.
+ * an error status, ApiRequestError when there is no usable answer. Each service's own client
+ * (`createDeciderClient`, `createTodosClient`) lives beside its routes, in its subpath.
  */
 
 export interface ClientOptions {
@@ -231,22 +229,4 @@ export function createClient<R extends RouteContracts>(routes: R, options: Clien
       (input: Record<string, unknown> & CallOptions = {}) => call(route, options, input),
     ]),
   ) as Client<R>;
-}
-
-/** Errors a todos client throws for an error status (todos error bodies carry no code). */
-export type TodosApiError = ApiError<never>;
-/** Errors a decider client throws for an error status, with the decider's error codes. */
-export type DeciderApiError = ApiError<DeciderErrorCode>;
-
-/** `createTodosClient({ baseUrl, token? })`: listTodos, createTodo, updateTodo, deleteTodo, ... */
-export function createTodosClient(options: ClientOptions): Client<TodosRoutes> {
-  return createClient(todosRoutes, options);
-}
-
-/**
- * `createDeciderClient({ baseUrl, token? })`: systemOne, listModels, health, ready. The official
- * `@typesafe-ai/sdk` also talks to the decider; this client is typed from the service's own contracts.
- */
-export function createDeciderClient(options: ClientOptions): Client<DeciderRoutes> {
-  return createClient(deciderRoutes, options);
 }
