@@ -34,8 +34,11 @@ export interface RouteContract {
    */
   auth: "bearer" | "none";
   /** Keyed by status. Sign-in failures (401/403) come from the service's auth, not from here. */
-  responses: Record<number, ResponseContract>;
+  responses: Responses;
 }
+
+/** A route's responses, keyed by status. */
+export type Responses = Record<number, ResponseContract>;
 
 /** A service's endpoints by operation name: the name is the OpenAPI operationId and the client's method. */
 export type RouteContracts = Record<string, RouteContract>;
@@ -100,4 +103,60 @@ export function routeListProblems(routes: RouteContracts): string[] {
     }
   }
   return problems;
+}
+
+/**
+ * A router's error responses, all with its one error body: `const error = errorResponses(TodosErrorBody)`,
+ * then `error("No such item")` or `error("Busy", { "Retry-After": { description: "..." } })`.
+ */
+export function errorResponses<S extends z.ZodType>(body: S) {
+  return (description: string, headers?: ResponseContract["headers"]): ResponseContract & { schema: S } => ({
+    description,
+    schema: body,
+    ...(headers === undefined ? {} : { headers }),
+  });
+}
+
+/**
+ * The responses a router's routes share, declared once and merged by defineRoutes into each route they apply
+ * to (ts-rest's `commonResponses`, scoped by what gives them). A route's own response for a status wins.
+ * Only the responses every such route gives unconditionally belong here: those that depend on the service's
+ * configuration (its sign-in, its Host check) are added to the OpenAPI document by the service, not here.
+ */
+export interface CommonResponses {
+  /**
+   * Every route that declares a JSON body: the refusals of the body reader, which registerRoutes runs on
+   * exactly those routes (too large, an unreadable encoding, not JSON), and of the body's schema.
+   */
+  withBody?: Responses;
+}
+
+type NoResponses = Record<never, never>;
+type Merged<Own, Common> = Omit<Common, keyof Own> & Own;
+type WithCommon<C, Body> = C extends { body: z.ZodType; responses: infer Own }
+  ? Omit<C, "responses"> & { responses: Merged<Own, Body> }
+  : C;
+
+/** A route list with its router's common responses merged in, as defineRoutes returns it. */
+export type DefinedRoutes<R extends RouteContracts, C extends CommonResponses> = {
+  [K in keyof R]: WithCommon<R[K], C["withBody"] extends Responses ? C["withBody"] : NoResponses>;
+};
+
+/**
+ * A service's route list, its common responses declared once: each route gets those that apply to it
+ * (see CommonResponses) under its own. The list keeps its literal types, as `as const` would.
+ */
+export function defineRoutes<const R extends RouteContracts, const C extends CommonResponses = NoResponses>(
+  routes: R,
+  common?: C,
+): DefinedRoutes<R, C> {
+  const withBody = common?.withBody;
+  return Object.fromEntries(
+    Object.entries(routes).map(([name, route]) => [
+      name,
+      route.body === undefined || withBody === undefined
+        ? route
+        : { ...route, responses: { ...withBody, ...route.responses } },
+    ]),
+  ) as DefinedRoutes<R, C>;
 }

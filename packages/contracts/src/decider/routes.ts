@@ -1,12 +1,9 @@
 import { HealthResponse } from "../core/health";
-import type { ResponseContract, RouteContracts } from "../core/route";
+import { defineRoutes, errorResponses, type ResponseContract } from "../core/route";
 import { DeciderErrorBody, DeciderReadyResponse, ModelsResponse, SystemOneRequest, SystemOneResponse } from "./schemas";
 
-const error = (description: string, headers?: ResponseContract["headers"]): ResponseContract => ({
-  description,
-  schema: DeciderErrorBody,
-  ...(headers === undefined ? {} : { headers }),
-});
+/** Every decider error answers with one body, DeciderErrorBody. */
+const error = errorResponses(DeciderErrorBody);
 
 /** What the bearer check adds to every `auth: "bearer"` route. */
 export const DECIDER_AUTH_RESPONSES = {
@@ -24,54 +21,63 @@ export const DECIDER_HOST_RESPONSES = {
   421: error("Host not allowed (host_not_allowed): the request's Host is not a name this service answers for"),
 } satisfies Record<number, ResponseContract>;
 
-/** Every endpoint of the decider. GET /metrics, /openapi.json and /docs are operational, not listed. */
-export const deciderRoutes = {
-  health: {
-    method: "get",
-    path: "/health",
-    summary: "Liveness",
-    auth: "none",
-    responses: { 200: { description: "The process answers", schema: HealthResponse } },
-  },
-  ready: {
-    method: "get",
-    path: "/ready",
-    summary: "Readiness: the model server lists the configured model (and the shared limits answer, when set)",
-    auth: "none",
-    responses: {
-      200: { description: "Ready", schema: DeciderReadyResponse },
-      503: error(
-        "Backend unreachable, answering 404 (`inference backend returned HTTP 404`), or not serving the model; or, with LOCALDECIDER_REDIS_URL, the shared limits unreachable (`limiter_unavailable`)",
-      ),
+/**
+ * Every endpoint of the decider. GET /metrics, /openapi.json and /docs are operational, not listed. Each route
+ * with a body also gives the body reader's refusals (the common responses, after the routes).
+ */
+export const deciderRoutes = defineRoutes(
+  {
+    health: {
+      method: "get",
+      path: "/health",
+      summary: "Liveness",
+      auth: "none",
+      responses: { 200: { description: "The process answers", schema: HealthResponse } },
+    },
+    ready: {
+      method: "get",
+      path: "/ready",
+      summary: "Readiness: the model server lists the configured model (and the shared limits answer, when set)",
+      auth: "none",
+      responses: {
+        200: { description: "Ready", schema: DeciderReadyResponse },
+        503: error(
+          "Backend unreachable, answering 404 (`inference backend returned HTTP 404`), or not serving the model; or, with LOCALDECIDER_REDIS_URL, the shared limits unreachable (`limiter_unavailable`)",
+        ),
+      },
+    },
+    listModels: {
+      method: "get",
+      path: "/v1/models",
+      summary: "Models this service answers as (what the SDK's models.list() reads)",
+      auth: "bearer",
+      responses: { 200: { description: "Model cards", schema: ModelsResponse } },
+    },
+    systemOne: {
+      method: "post",
+      path: "/v1/systemone",
+      summary: "Answer named questions about a state with calibrated probabilities",
+      auth: "bearer",
+      body: SystemOneRequest,
+      responses: {
+        200: { description: "One answer per question", schema: SystemOneResponse },
+        400: error("invalid_json, invalid_request (with details), unknown_model, context_too_long or request_aborted"),
+        429: error("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
+          "Retry-After": { description: "Seconds until the queue is expected to have room" },
+        }),
+        502: error(
+          "Model server unreachable, failing (5xx), a malformed response after the retries, or no logprobs (no_logprobs)",
+        ),
+        503: error("Model server does not hold the model (answered 404, or does not list it), or is busy"),
+        504: error("The decision did not complete within LOCALDECIDER_TIMEOUT"),
+      },
     },
   },
-  listModels: {
-    method: "get",
-    path: "/v1/models",
-    summary: "Models this service answers as (what the SDK's models.list() reads)",
-    auth: "bearer",
-    responses: { 200: { description: "Model cards", schema: ModelsResponse } },
-  },
-  systemOne: {
-    method: "post",
-    path: "/v1/systemone",
-    summary: "Answer named questions about a state with calibrated probabilities",
-    auth: "bearer",
-    body: SystemOneRequest,
-    responses: {
-      200: { description: "One answer per question", schema: SystemOneResponse },
-      400: error("invalid_json, invalid_request (with details), unknown_model, context_too_long or request_aborted"),
+  {
+    withBody: {
       413: error("Body over LOCALDECIDER_BODY_LIMIT"),
       415: error("A body in a character set other than UTF-8 (e.g. charset=latin1)"),
-      429: error("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
-        "Retry-After": { description: "Seconds until the queue is expected to have room" },
-      }),
-      502: error(
-        "Model server unreachable, failing (5xx), a malformed response after the retries, or no logprobs (no_logprobs)",
-      ),
-      503: error("Model server does not hold the model (answered 404, or does not list it), or is busy"),
-      504: error("The decision did not complete within LOCALDECIDER_TIMEOUT"),
     },
   },
-} as const satisfies RouteContracts;
+);
 export type DeciderRoutes = typeof deciderRoutes;

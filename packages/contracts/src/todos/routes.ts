@@ -1,5 +1,5 @@
 import { HealthResponse } from "../core/health";
-import type { ResponseContract, RouteContracts } from "../core/route";
+import { defineRoutes, errorResponses, type ResponseContract } from "../core/route";
 import {
   CreateTodoRequest,
   ItemParams,
@@ -15,16 +15,11 @@ import {
   UserParams,
 } from "./schemas";
 
-const error = (description: string): ResponseContract => ({ description, schema: TodosErrorBody });
+/** Every todos error answers with one body, TodosErrorBody. */
+const error = errorResponses(TodosErrorBody);
 const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired surrogates)");
+const BAD_LIST_REQUEST = error("Invalid userId, limit or page");
 const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
-const BAD_BODY = error("Body null or not an object (`{ error }` only), or field problems (with `details`)");
-const TOO_LARGE = error("Body over 64 KiB");
-const LIST_FULL = error(
-  "The user's list already holds the most items the service allows (TODOS_MAX_ITEMS_PER_USER, 10,000 by default): nothing was created; delete items first",
-);
-const UNSUPPORTED = error("Body in a Content-Encoding or charset the service cannot read");
-const MALFORMED = error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure");
 const INTERNAL = error("Unexpected failure, a storage failure included");
 
 /** The realm of the todos' `WWW-Authenticate` challenge. */
@@ -35,23 +30,19 @@ export const TODOS_AUTH_REALM = "todos";
  * the provider (TODOS_JWT_JWKS_URL).
  */
 export const TODOS_AUTH_RESPONSES = {
-  401: {
-    description:
-      "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/iat/sub, a lifetime over the service's maximum, issued in the future)",
-    schema: TodosErrorBody,
-    headers: {
+  401: error(
+    "No bearer token, or one that is invalid (bad signature or algorithm, wrong iss/aud, expired, no exp/iat/sub, a lifetime over the service's maximum, issued in the future)",
+    {
       "WWW-Authenticate": {
         description: `\`Bearer realm="${TODOS_AUTH_REALM}"\`, plus \`error="invalid_token"\` when a token was sent`,
       },
     },
-  },
+  ),
   403: error("The token's subject is not this userId (and it is no admin token)"),
-  503: {
-    description:
-      "The provider's key set could not be fetched (down, an error status, over the fetch deadline or the size cap, not a key set)",
-    schema: TodosErrorBody,
-    headers: { "Retry-After": { description: "Seconds to wait before trying again (the key set fetch deadline)" } },
-  },
+  503: error(
+    "The provider's key set could not be fetched (down, an error status, over the fetch deadline or the size cap, not a key set)",
+    { "Retry-After": { description: "Seconds to wait before trying again (the key set fetch deadline)" } },
+  ),
 } satisfies Record<number, ResponseContract>;
 
 /**
@@ -67,100 +58,106 @@ export const TODOS_HOST_RESPONSES = {
 
 /**
  * Every endpoint of the todos service, in registration order. The per-user routes want a bearer JWT when
- * sign-in is on; /health and /ready stay open. GET /metrics, /openapi.json and /docs are not listed.
+ * sign-in is on; /health and /ready stay open. GET /metrics, /openapi.json and /docs are not listed. Each
+ * route with a body also gives the body reader's and the body schema's refusals (the common responses, after
+ * the routes).
  */
-export const todosRoutes = {
-  health: {
-    method: "get",
-    path: "/health",
-    summary: "The process is up.",
-    auth: "none",
-    responses: { 200: { description: "Up", schema: HealthResponse } },
-  },
-  ready: {
-    method: "get",
-    path: "/ready",
-    summary: "The database answers.",
-    auth: "none",
-    responses: {
-      200: { description: "Database reachable", schema: TodosReadyResponse },
-      503: error("Database unreachable"),
+export const todosRoutes = defineRoutes(
+  {
+    health: {
+      method: "get",
+      path: "/health",
+      summary: "The process is up.",
+      auth: "none",
+      responses: { 200: { description: "Up", schema: HealthResponse } },
     },
-  },
-  listTodos: {
-    method: "get",
-    path: "/users/:userId/todos",
-    summary: "The user's items, oldest first; `limit`/`page` page them.",
-    auth: "bearer",
-    params: UserParams,
-    query: TodoListQuery,
-    responses: {
-      200: { description: "The items", schema: TodoListResponse },
-      400: error("Invalid userId, limit or page"),
-      500: INTERNAL,
-    },
-  },
-  listTodosV1: {
-    method: "get",
-    path: "/v1/user/:userId/todos",
-    summary: "The seed client's path: the same list as a bare array.",
-    auth: "bearer",
-    params: UserParams,
-    query: TodoListQuery,
-    responses: {
-      200: { description: "The items as a bare array", schema: TodoListV1Response },
-      400: error("Invalid userId, limit or page"),
-      500: INTERNAL,
-    },
-  },
-  createTodo: {
-    method: "post",
-    path: "/users/:userId/todos",
-    summary: "Creates an item for the user.",
-    auth: "bearer",
-    params: UserParams,
-    body: CreateTodoRequest,
-    responses: {
-      201: {
-        description: "Created",
-        schema: TodoWriteResponse,
-        headers: { Location: { description: "Path of the new item" } },
+    ready: {
+      method: "get",
+      path: "/ready",
+      summary: "The database answers.",
+      auth: "none",
+      responses: {
+        200: { description: "Database reachable", schema: TodosReadyResponse },
+        503: error("Database unreachable"),
       },
-      400: BAD_BODY,
-      409: LIST_FULL,
-      413: TOO_LARGE,
-      415: UNSUPPORTED,
-      500: MALFORMED,
+    },
+    listTodos: {
+      method: "get",
+      path: "/users/:userId/todos",
+      summary: "The user's items, oldest first; `limit`/`page` page them.",
+      auth: "bearer",
+      params: UserParams,
+      query: TodoListQuery,
+      responses: {
+        200: { description: "The items", schema: TodoListResponse },
+        400: BAD_LIST_REQUEST,
+        500: INTERNAL,
+      },
+    },
+    listTodosV1: {
+      method: "get",
+      path: "/v1/user/:userId/todos",
+      summary: "The seed client's path: the same list as a bare array.",
+      auth: "bearer",
+      params: UserParams,
+      query: TodoListQuery,
+      responses: {
+        200: { description: "The items as a bare array", schema: TodoListV1Response },
+        400: BAD_LIST_REQUEST,
+        500: INTERNAL,
+      },
+    },
+    createTodo: {
+      method: "post",
+      path: "/users/:userId/todos",
+      summary: "Creates an item for the user.",
+      auth: "bearer",
+      params: UserParams,
+      body: CreateTodoRequest,
+      responses: {
+        201: {
+          description: "Created",
+          schema: TodoWriteResponse,
+          headers: { Location: { description: "Path of the new item" } },
+        },
+        409: error(
+          "The user's list already holds the most items the service allows (TODOS_MAX_ITEMS_PER_USER, 10,000 by default): nothing was created; delete items first",
+        ),
+      },
+    },
+    updateTodo: {
+      method: "put",
+      path: "/users/:userId/todos/:itemId",
+      summary: "Changes the title and/or completion of one of the user's items.",
+      auth: "bearer",
+      params: ItemParams,
+      body: UpdateTodoRequest,
+      responses: {
+        200: { description: "Updated", schema: TodoWriteResponse },
+        404: NOT_FOUND,
+      },
+    },
+    deleteTodo: {
+      method: "delete",
+      path: "/users/:userId/todos/:itemId",
+      summary: "Deletes one of the user's items.",
+      auth: "bearer",
+      params: ItemParams,
+      responses: {
+        200: { description: "Deleted", schema: TodoDeleteResponse },
+        400: BAD_USER,
+        404: NOT_FOUND,
+        500: INTERNAL,
+      },
     },
   },
-  updateTodo: {
-    method: "put",
-    path: "/users/:userId/todos/:itemId",
-    summary: "Changes the title and/or completion of one of the user's items.",
-    auth: "bearer",
-    params: ItemParams,
-    body: UpdateTodoRequest,
-    responses: {
-      200: { description: "Updated", schema: TodoWriteResponse },
-      400: BAD_BODY,
-      404: NOT_FOUND,
-      413: TOO_LARGE,
-      415: UNSUPPORTED,
-      500: MALFORMED,
+  {
+    withBody: {
+      400: error("Body null or not an object (`{ error }` only), or field problems (with `details`)"),
+      413: error("Body over 64 KiB"),
+      415: error("Body in a Content-Encoding or charset the service cannot read"),
+      500: error("Body is not parseable JSON (the seed's documented behaviour), or an unexpected failure"),
     },
   },
-  deleteTodo: {
-    method: "delete",
-    path: "/users/:userId/todos/:itemId",
-    summary: "Deletes one of the user's items.",
-    auth: "bearer",
-    params: ItemParams,
-    responses: {
-      200: { description: "Deleted", schema: TodoDeleteResponse },
-      400: BAD_USER,
-      404: NOT_FOUND,
-      500: INTERNAL,
-    },
-  },
-} as const satisfies RouteContracts;
+);
 export type TodosRoutes = typeof todosRoutes;
