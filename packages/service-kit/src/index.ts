@@ -1,5 +1,6 @@
 export * from "./access-log";
 export * from "./app-error";
+export * from "./bearer";
 export * from "./config";
 export * from "./error-handler";
 export * from "./host-check";

@@ -232,6 +232,23 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       expect(res.headers["www-authenticate"]).toBe(MISSING);
     });
 
+    it("when the header names Bearer but is malformed (a tab before the token, two tokens, a list), answers 401 invalid_token", async () => {
+      const t = await token(k1, "alice");
+      for (const header of [
+        `Bearer\t${t}`,
+        `Bearer ${t} ${t}`,
+        `Bearer ${t},${t}`,
+        `Bearer ${t}, Basic YWxpY2U6cHc=`,
+      ]) {
+        const res = await request(app).get("/users/alice/todos").set("authorization", header).expect(401);
+        expect([header, res.body, res.headers["www-authenticate"]]).toStrictEqual([
+          header,
+          { error: AUTH_MESSAGES.invalid },
+          INVALID,
+        ]);
+      }
+    });
+
     const invalid: [string, () => Promise<string>][] = [
       ["is not a JWT", async () => "not-a-jwt"],
       ["is empty after Bearer", async () => ""],

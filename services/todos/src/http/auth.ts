@@ -1,5 +1,5 @@
 import { TODOS_AUTH_REALM } from "@localdecider/contracts/todos";
-import { AppError } from "@localdecider/service-kit";
+import { AppError, parseBearer } from "@localdecider/service-kit";
 import type { RequestHandler } from "express";
 import { errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import type { Config } from "../config";
@@ -232,27 +232,20 @@ export function authFromConfig(config: Config): TodosAuth | undefined {
   });
 }
 
-/** `Bearer <token68>` (scheme case-insensitive): the token; "" for a malformed one; undefined for none. */
-function bearerToken(authorization: string | undefined): string | undefined {
-  if (authorization === undefined) return undefined;
-  const match = /^bearer(?: +(.*))?$/i.exec(authorization.trim());
-  if (match === null) return undefined; // another scheme (Basic, ...): no credentials for this one
-  const token = (match[1] ?? "").trim();
-  return /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? token : "";
-}
-
 /**
  * Runs before anything else of a per-user route (before the body is read): 401 without a valid token,
- * 403 when the token's subject is not the path's `:userId` and it carries no admin claim.
+ * 403 when the token's subject is not the path's `:userId` and it carries no admin claim. The header is read
+ * by the kit's parseBearer (the decider's rules too): no bearer credentials (none, or another scheme) is
+ * "missing"; a Bearer header without exactly one b64token after its spaces is "invalid".
  */
 export function requireUser(auth: TodosAuth): RequestHandler {
   return async (req, _res, next) => {
-    const token = bearerToken(req.headers.authorization);
+    const token = parseBearer(req.headers.authorization);
     if (token === undefined) throw new AppError(401, AUTH_MESSAGES.missing, { headers: wwwAuthenticate(false) });
-    if (token === "") {
+    if (typeof token !== "string") {
       throw new AppError(401, AUTH_MESSAGES.invalid, {
         headers: wwwAuthenticate(true),
-        cause: new Error("Authorization header is not Bearer <token>"),
+        cause: new Error(`Authorization header is not Bearer <token>: ${token.malformed}`),
       });
     }
     const claims = await auth.verify(token);
