@@ -1,6 +1,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { cp, mkdtemp, readdir, rm } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
+import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -45,11 +46,52 @@ function exitCode(child: ChildProcess): Promise<number | null> {
   });
 }
 
-/** Starts the image's ENTRYPOINT with `env` in the replayed /app; resolves once it answers /health. */
-async function start(stage: RuntimeStage, app: string, env: NodeJS.ProcessEnv, portVar: string) {
+/**
+ * A file for `node --require`: on exit, the process writes the modules it loaded (require.cache's keys) to
+ * `loaded-<pid>.json` in the folder LOADED_MODULES_DIR names. Watching changes nothing the service does.
+ */
+const MODULES_WATCHER = `process.on("exit", () => {
+  const { writeFileSync } = require("node:fs");
+  const { join } = require("node:path");
+  const file = join(process.env.LOADED_MODULES_DIR, "loaded-" + process.pid + ".json");
+  writeFileSync(file, JSON.stringify(Object.keys(require.cache)));
+});
+`;
+
+/**
+ * The files of the contracts package (relative to its dist/) a process of the replayed /app loaded, read
+ * from what MODULES_WATCHER wrote when it exited.
+ */
+async function loadedContracts(app: string, watch: string, pid: number | undefined): Promise<string[]> {
+  const loaded = JSON.parse(await readFile(path.join(watch, `loaded-${pid}.json`), "utf8")) as string[];
+  // Resolved as the service resolves it (Node's resolver from /app, not the test runner's).
+  const contracts = path.dirname(
+    createRequire(path.join(app, "package.json")).resolve("@localdecider/contracts/package.json"),
+  );
+  const dist = path.join(await realpath(contracts), "dist");
+  return loaded
+    .filter((file) => file.startsWith(dist + path.sep))
+    .map((file) => path.relative(dist, file).split(path.sep).join("/"))
+    .sort();
+}
+
+/**
+ * Starts the image's ENTRYPOINT with `env` in the replayed /app; resolves once it answers /health. With
+ * `watch`, a folder, the process also reports the modules it loaded there (see MODULES_WATCHER).
+ */
+async function start(stage: RuntimeStage, app: string, env: NodeJS.ProcessEnv, portVar: string, watch?: string) {
   const [command, ...args] = stage.entrypoint;
   expect(command).toBe("node");
-  const child = spawn(process.execPath, args, { cwd: app, env, stdio: ["ignore", "ignore", "pipe"] });
+  const watching =
+    watch === undefined
+      ? {}
+      : { NODE_OPTIONS: `--require ${path.join(watch, "watcher.js")}`, LOADED_MODULES_DIR: watch };
+  if (watch !== undefined) await writeFile(path.join(watch, "watcher.js"), MODULES_WATCHER);
+  const child = spawn(process.execPath, args, {
+    cwd: app,
+    env: { ...env, ...watching },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   const output = { stderr: "" };
   child.stderr?.on("data", (chunk) => {
     output.stderr += String(chunk);
@@ -84,6 +126,7 @@ const TARGETS = [
     portVar: "TODOS_PORT",
     hostVar: "TODOS_HOST",
     others: ["openai", "bottleneck"],
+    otherContracts: "decider",
   },
   {
     service: "decider",
@@ -92,6 +135,7 @@ const TARGETS = [
     portVar: "LOCALDECIDER_PORT",
     hostVar: "LOCALDECIDER_HOST",
     others: ["@prisma", "pg"],
+    otherContracts: "todos",
   },
   {
     service: "decider",
@@ -100,12 +144,13 @@ const TARGETS = [
     portVar: "LOCALDECIDER_PORT",
     hostVar: "LOCALDECIDER_HOST",
     others: ["@prisma", "pg"],
+    otherContracts: "todos",
   },
 ] as const;
 
 describe.each(TARGETS)(
   "$service image ($label target), replayed without Docker",
-  ({ service, target, portVar, hostVar, others }) => {
+  ({ service, target, portVar, hostVar, others, otherContracts }) => {
     const dockerfile = readRepoFile("services", service, "Dockerfile");
     const stage = runtimeStage(dockerfile, target);
     let dir: string;
@@ -165,7 +210,7 @@ describe.each(TARGETS)(
       expect(top.filter((name) => (others as readonly string[]).includes(name))).toStrictEqual([]);
     });
 
-    it("starts from its ENTRYPOINT with the image's ENV, passes its HEALTHCHECK, and exits 0 on SIGTERM", async () => {
+    it("starts from its ENTRYPOINT with the image's ENV, passes its HEALTHCHECK, exits 0 on SIGTERM, and never loaded the other service's contracts", async () => {
       let upstream: FakeModelServer | undefined;
       const env: NodeJS.ProcessEnv = { ...baseEnv, [portVar]: String(await freePort()) };
       if (service === "decider" && target === undefined) {
@@ -182,7 +227,9 @@ describe.each(TARGETS)(
         env.LOCALDECIDER_THREADS = "1";
         env.LOCALDECIDER_CONTEXT_SIZE = "2048";
       }
-      const { child, base, output } = await start(stage, app, env, portVar);
+      const watch = path.join(dir, "watch");
+      await mkdir(watch, { recursive: true });
+      const { child, base, output } = await start(stage, app, env, portVar, watch);
       try {
         expect({ healthcheck: await healthcheck(stage, env, 240), stderr: output.stderr }).toStrictEqual({
           healthcheck: 0,
@@ -203,6 +250,13 @@ describe.each(TARGETS)(
         }
         child.kill("SIGTERM");
         expect(await exitCode(child)).toBe(0);
+        // Its own contracts were loaded, and not one file named after the other service (issue 20).
+        const contracts = await loadedContracts(app, watch, child.pid);
+        const named = (name: string) => contracts.filter((file) => new RegExp(`(^|/)${name}\\b`).test(file));
+        expect({ own: named(service).length > 0, other: named(otherContracts) }).toStrictEqual({
+          own: true,
+          other: [],
+        });
       } finally {
         if (child.exitCode === null) child.kill("SIGKILL");
         await upstream?.close();
