@@ -1,4 +1,4 @@
-import { allowedHostsSchema, byteSize, LOG_LEVELS } from "@localdecider/service-kit";
+import { allowedHostsSchema, byteSize, isBearerToken, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
 import { parseUpstreams } from "./upstream/address";
@@ -55,7 +55,13 @@ export const configSchema = z
       .default("auto"),
     // Embedded engine: CPU threads per evaluation; 0 means one per math core of the machine.
     LOCALDECIDER_THREADS: int(0, 1024, 0),
-    LOCALDECIDER_API_KEY: text().optional(),
+    // A key no client could send as a bearer token (RFC 6750 b64token) would refuse every request: refused here.
+    LOCALDECIDER_API_KEY: text()
+      .refine(isBearerToken, {
+        message:
+          "cannot be sent as a bearer token: use letters, digits and - . _ ~ + / only, optionally ending in = (base64, base64url and hex keys all fit)",
+      })
+      .optional(),
     /** Seconds one decision may take in all: queued calls, calls and retries (504 past it). */
     LOCALDECIDER_TIMEOUT: z.coerce.number().positive().max(86_400).default(180),
     LOCALDECIDER_MAX_INFLIGHT: int(1, 1024, 2),

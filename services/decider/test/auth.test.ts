@@ -40,9 +40,7 @@ describe("the decider's bearer check (LOCALDECIDER_API_KEY)", () => {
     }
   });
 
-  it("lets everything through without a key, and refuses at start a key no client can send as a bearer", () => {
+  it("lets everything through without a key", () => {
     expect(check(undefined, "Bearer\tanything")).toBe("pass");
-    expect(() => bearerAuth("two words")).toThrow(/^LOCALDECIDER_API_KEY cannot be sent as a bearer token/);
-    expect(() => bearerAuth("pa$$word")).toThrow(/^LOCALDECIDER_API_KEY cannot be sent as a bearer token/);
   });
 });

@@ -170,7 +170,17 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["4096.5", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
     ],
     LOCALDECIDER_THREADS: [["-1", "Too small: expected number to be >=0"]],
-    LOCALDECIDER_API_KEY: [],
+    // A key no client could send as a bearer token (RFC 6750 b64token) stops the start.
+    LOCALDECIDER_API_KEY: [
+      [
+        "two words",
+        "cannot be sent as a bearer token: use letters, digits and - . _ ~ + / only, optionally ending in = (base64, base64url and hex keys all fit)",
+      ],
+      [
+        "pa$$word",
+        "cannot be sent as a bearer token: use letters, digits and - . _ ~ + / only, optionally ending in = (base64, base64url and hex keys all fit)",
+      ],
+    ],
     LOCALDECIDER_TIMEOUT: [
       ["0", "Too small: expected number to be >0"],
       ["soon", "Invalid input: expected number, received NaN"],
