@@ -125,6 +125,19 @@ export function hostPolicy(options: HostPolicyOptions): AllowedHosts | undefined
   return { any: false, names: [...new Set(names)], domains: configured?.domains ?? [] };
 }
 
+/**
+ * What the start's log line says of the Host check: the names a request's Host may carry (else 421), or why
+ * any is answered (`variable` set to `*`, or `authentication` on and the variable unset).
+ */
+export function describeHostPolicy(
+  allowed: AllowedHosts | undefined,
+  configured: AllowedHosts | undefined,
+  names: { variable: string; authentication: string },
+): string | string[] {
+  if (allowed !== undefined) return [...allowed.names, ...allowed.domains.map((d) => `.${d}`)];
+  return configured?.any === true ? `any (${names.variable}=*)` : `any (${names.authentication})`;
+}
+
 /** Whether a request with this `Host` header (undefined: none sent) is for a name in the list. */
 export function hostAllowed(allowed: AllowedHosts, header: string | undefined): boolean {
   if (allowed.any) return true;

@@ -11,6 +11,7 @@ import {
   allowedHostsSchema,
   buildOpenApiDocument,
   createLogger,
+  describeHostPolicy,
   errorHandler,
   hostAllowed,
   hostCheck,
@@ -296,5 +297,30 @@ describe("buildOpenApiDocument with shared responses", () => {
     });
     expect(Object.keys(doc.paths["/health"]?.get?.responses as object)).toStrictEqual(["200"]);
     expect(Object.keys(doc.paths["/items"]?.get?.responses as object)).toStrictEqual(["200", "421"]);
+  });
+});
+
+/** A `*_ALLOWED_HOSTS` value, parsed as the config does. */
+function hostsOf(text: string): AllowedHosts {
+  const parsed = parseAllowedHosts(text);
+  if ("problem" in parsed) throw new Error(parsed.problem);
+  return parsed.hosts;
+}
+
+describe("describeHostPolicy (what the start's log line says)", () => {
+  const names = { variable: "X_ALLOWED_HOSTS", authentication: "sign-in on" };
+  it("lists the names and domains answered, or says why any name is", () => {
+    const configured = hostsOf("todos,.example.com");
+    const allowed = hostPolicy({ configured, listenHost: "127.0.0.1", authenticated: false });
+    expect(describeHostPolicy(allowed, configured, names)).toStrictEqual([
+      "localhost",
+      "127.0.0.1",
+      "[::1]",
+      "todos",
+      ".example.com",
+    ]);
+    const any = hostsOf("*");
+    expect(describeHostPolicy(undefined, any, names)).toBe("any (X_ALLOWED_HOSTS=*)");
+    expect(describeHostPolicy(undefined, undefined, names)).toBe("any (sign-in on)");
   });
 });

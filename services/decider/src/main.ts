@@ -1,4 +1,12 @@
-import { createLogger, describeError, exitOnSignals, hostPolicy, loadConfig, serve } from "@localdecider/service-kit";
+import {
+  createLogger,
+  describeError,
+  describeHostPolicy,
+  exitOnSignals,
+  hostPolicy,
+  loadConfig,
+  serve,
+} from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
@@ -67,13 +75,10 @@ async function main(): Promise<void> {
     version: SERVICE_VERSION,
     promptVersion: PROMPT_VERSION,
     auth: config.LOCALDECIDER_API_KEY !== undefined,
-    // The names a request's Host may carry (else 421), or why any is answered.
-    allowedHosts:
-      allowedHosts === undefined
-        ? config.LOCALDECIDER_ALLOWED_HOSTS?.any === true
-          ? "any (LOCALDECIDER_ALLOWED_HOSTS=*)"
-          : "any (LOCALDECIDER_API_KEY set)"
-        : [...allowedHosts.names, ...allowedHosts.domains.map((d) => `.${d}`)],
+    allowedHosts: describeHostPolicy(allowedHosts, config.LOCALDECIDER_ALLOWED_HOSTS, {
+      variable: "LOCALDECIDER_ALLOWED_HOSTS",
+      authentication: "LOCALDECIDER_API_KEY set",
+    }),
     calibration:
       calibration === undefined
         ? "off"

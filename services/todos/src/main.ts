@@ -1,4 +1,12 @@
-import { createLogger, describeError, exitOnSignals, hostPolicy, loadConfig, serve } from "@localdecider/service-kit";
+import {
+  createLogger,
+  describeError,
+  describeHostPolicy,
+  exitOnSignals,
+  hostPolicy,
+  loadConfig,
+  serve,
+} from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { configSchema } from "./config";
 import { authFromConfig } from "./http/auth";
@@ -51,13 +59,10 @@ async function main(): Promise<void> {
   logger.info("listening", {
     host: config.TODOS_HOST,
     port: running.port,
-    // The names a request's Host may carry (else 421), or why any is answered.
-    allowedHosts:
-      allowedHosts === undefined
-        ? config.TODOS_ALLOWED_HOSTS?.any === true
-          ? "any (TODOS_ALLOWED_HOSTS=*)"
-          : "any (sign-in on)"
-        : [...allowedHosts.names, ...allowedHosts.domains.map((d) => `.${d}`)],
+    allowedHosts: describeHostPolicy(allowedHosts, config.TODOS_ALLOWED_HOSTS, {
+      variable: "TODOS_ALLOWED_HOSTS",
+      authentication: "sign-in on",
+    }),
   });
   exitOnSignals(running, logger);
 }
