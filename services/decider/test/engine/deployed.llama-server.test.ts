@@ -10,9 +10,26 @@ import { ANSWER_MODEL } from "./answer-model";
 import { llamaServerBackend, type ProcessBackend } from "./backends";
 import { openEngine, type TinyEngine } from "./engine";
 import { expected, probedName, QUESTIONS, RecordingUpstream, STATE } from "./expectations";
-import { THINKING_TEMPLATE, tinyModelPath } from "./tiny-model";
+import { THINKING_TEMPLATE, type TinyModelOptions, tinyModelPath } from "./tiny-model";
 
 const literally = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/**
+ * A llama-server over a tiny model of these options, an engine over the same file (what the answers must
+ * match) and the decider in front, recording its probes; close() stops all three.
+ */
+async function onModel(options: TinyModelOptions) {
+  const file = tinyModelPath(options);
+  const engine = await openEngine(file);
+  const backend = await llamaServerBackend(bin as string, file);
+  const { d, recorder } = recordedDecider(backend);
+  const close = async () => {
+    await d.close();
+    await backend.stop();
+    await engine.close();
+  };
+  return { d, recorder, backend, engine, close };
+}
 
 /** The decider in front of a real server, with every probe it sends recorded. */
 function recordedDecider(backend: ProcessBackend, options: HarnessOptions = {}) {
@@ -222,27 +239,37 @@ describe("a real llama-server as deployed", () => {
   });
 
   it("a greedy token that is a piece of a UTF-8 character (no logprobs from the server) is asked again, and answered within 1e-3 of the engine", async () => {
-    const pieceModel = tinyModelPath({ ...ANSWER_MODEL, bias: { ...ANSWER_MODEL.bias, "vocab:ä": 30 } });
-    const pieceEngine = await openEngine(pieceModel);
-    const backend = await llamaServerBackend(bin as string, pieceModel);
-    const { d, recorder } = recordedDecider(backend);
+    const {
+      d,
+      recorder,
+      backend,
+      engine: pieceEngine,
+      close,
+    } = await onModel({
+      ...ANSWER_MODEL,
+      bias: { ...ANSWER_MODEL.bias, "vocab:ä": 30 },
+    });
     try {
       const questions = { bug: QUESTIONS.bug } as Record<string, Question>;
       const res = await request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
       expect(res.status).toBe(200);
       await expectEngine(pieceEngine, backend, recorder, questions, res.body.answers);
     } finally {
-      await d.close();
-      await backend.stop();
-      await pieceEngine.close();
+      await close();
     }
   });
 
   it("with a template that thinks, the server renders each probe with the think block closed before the prefill, and the answers match the engine within 1e-3", async () => {
-    const thinkingModel = tinyModelPath({ ...ANSWER_MODEL, chatTemplate: THINKING_TEMPLATE });
-    const thinkingEngine = await openEngine(thinkingModel);
-    const backend = await llamaServerBackend(bin as string, thinkingModel);
-    const { d, recorder } = recordedDecider(backend);
+    const {
+      d,
+      recorder,
+      backend,
+      engine: thinkingEngine,
+      close,
+    } = await onModel({
+      ...ANSWER_MODEL,
+      chatTemplate: THINKING_TEMPLATE,
+    });
     try {
       const res = await request(d.app)
         .post("/v1/systemone")
@@ -256,9 +283,7 @@ describe("a real llama-server as deployed", () => {
       }
       await expectEngine(thinkingEngine, backend, recorder, QUESTIONS, res.body.answers);
     } finally {
-      await d.close();
-      await backend.stop();
-      await thinkingEngine.close();
+      await close();
     }
   });
 
