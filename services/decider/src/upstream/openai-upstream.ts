@@ -106,17 +106,15 @@ export class OpenAIUpstream implements Upstream {
       try {
         return await this.client.chat.completions.create(body, { signal });
       } catch (err) {
-        const failure = toUpstreamError(err);
+        const { failure } = toUpstreamError(err);
         // The call only reads, so one cut as it went out is sent once more on a new connection. A server
         // that is gone refuses that one too, and the failure stands as unreachable.
-        if (!signal.aborted && retryOnNewConnection(failure.failure)) {
+        if (!signal.aborted && retryOnNewConnection(failure)) {
           if (attempt === 0) continue;
-          throw new UpstreamError({
-            kind: "unreachable",
-            detail: "detail" in failure.failure ? failure.failure.detail : "",
-          });
+          if (failure.kind === "connection_cut")
+            throw new UpstreamError({ kind: "unreachable", detail: failure.detail });
         }
-        throw failure;
+        throw new UpstreamError(failure);
       }
     }
   }
