@@ -18,7 +18,7 @@ import {
 } from "../upstream/failure";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
-import { type Alternative, type ProbeRequest, type ProbeResult, UpstreamError } from "../upstream/types";
+import { type Alternative, type ProbeRequest, type ProbeResult, type Upstream, UpstreamError } from "../upstream/types";
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
 import { probeOf } from "./probe";
@@ -200,10 +200,10 @@ export class Decider {
 
   /** Probes the jobs not done yet, prompt by prompt, in the order the server's prefix cache wants. */
   private probeAll(run: RequestRun, lease: SlotLease, prompts: Job[][]): Promise<void> {
-    const upstream = this.options.pool.get(lease.server).upstream;
+    const { upstream } = this.options.pool.get(lease.server);
     const pending = prompts.map((jobs) => jobs.filter((job) => job.result === undefined));
     return runInOrder(pending, upstream.prefixCache, async (job) => {
-      job.result = { part: job.part, distribution: await this.attempts(run, lease, job) };
+      job.result = { part: job.part, distribution: await this.attempts(run, lease, upstream, job) };
     });
   }
 
@@ -228,9 +228,8 @@ export class Decider {
   }
 
   /** One part's call and its malformed-response retries, each a call of the lease. */
-  private async attempts(run: RequestRun, lease: SlotLease, job: Job): Promise<number[]> {
-    const { pool, observer, logger, malformedRetries } = this.options;
-    const { upstream } = pool.get(lease.server);
+  private async attempts(run: RequestRun, lease: SlotLease, upstream: Upstream, job: Job): Promise<number[]> {
+    const { observer, logger, malformedRetries } = this.options;
     const { part, probe } = job;
     let reason = "";
     for (let attempt = 0; attempt <= malformedRetries; attempt++) {

@@ -158,27 +158,28 @@ export class UpstreamLimiter {
     if (shared === undefined) {
       if (this.admitted + calls > this.maxQueue) return { ahead: this.admitted };
       this.admitted += calls;
-      this.reserve(slots, calls);
+      this.countReserved(server, calls);
       return { reservation: new Reservation(this, server, calls, undefined) };
     }
     // The request takes its slot in the same round trip when this process has one free for it here.
     const start = slots.holds < this.maxInflight ? { server } : undefined;
     // Counted on the server at once, so that requests choosing a server meanwhile see this one's load.
-    this.reserve(slots, calls);
+    this.countReserved(server, calls);
     let answer: Awaited<ReturnType<SharedLimits["reserve"]>> | undefined;
     try {
       answer = await shared.reserve(calls, start);
     } finally {
-      if (answer?.ok !== true) this.reserve(slots, -calls);
+      if (answer?.ok !== true) this.countReserved(server, -calls);
     }
     if (!answer.ok) return { ahead: answer.ahead };
     const granted = answer.slot === undefined ? undefined : { server, slot: answer.slot };
     return { reservation: new Reservation(this, server, calls, granted) };
   }
 
-  private reserve(slots: ServerSlots, calls: number): void {
-    this.reserved += calls;
-    slots.reserved += calls;
+  /** @internal Calls reserved and not yet started change by `delta`, in all and on `server`. */
+  countReserved(server: string, delta: number): void {
+    this.reserved += delta;
+    this.slotsOf(server).reserved += delta;
   }
 
   /** @internal A request admitted in this process alone has finished: its calls leave MAX_QUEUE. */
@@ -333,16 +334,15 @@ export class Reservation {
   take(): boolean {
     if (this.left === 0) return false;
     this.left -= 1;
-    this.limiter.reserved -= 1;
-    this.limiter.slotsOf(this.current).reserved -= 1;
+    this.limiter.countReserved(this.current, -1);
     return true;
   }
 
   /** Sends the calls not yet started to `server` (failover); a hold waiting on the old server follows. */
   moveTo(server: string): void {
     if (server === this.current) return;
-    this.limiter.slotsOf(this.current).reserved -= this.left;
-    this.limiter.slotsOf(server).reserved += this.left;
+    this.limiter.countReserved(this.current, -this.left);
+    this.limiter.countReserved(server, this.left);
     this.current = server;
     this.returnGrant();
   }
@@ -352,8 +352,7 @@ export class Reservation {
     if (this.released) return;
     this.released = true;
     this.limiter.finished(this.calls);
-    this.limiter.reserved -= this.left;
-    this.limiter.slotsOf(this.current).reserved -= this.left;
+    this.limiter.countReserved(this.current, -this.left);
     this.left = 0;
     const shared = this.limiter.shared;
     if (shared === undefined) return;
