@@ -1,3 +1,4 @@
+import { getHeapStatistics } from "node:v8";
 import { DECIDER_AUTH_RESPONSES, DECIDER_HOST_RESPONSES, deciderRoutes } from "@localdecider/contracts/decider";
 import {
   type AllowedHosts,
@@ -50,9 +51,12 @@ export interface AppDeps {
   timeoutSeconds: number;
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS. */
   allowNoLogprobs: boolean;
-  bodyLimit: string | number;
+  /** LOCALDECIDER_BODY_LIMIT, in bytes: the largest body, and the most characters a state may render to. */
+  bodyLimit: number;
   /** LOCALDECIDER_CALIBRATION, loaded: applied to every answer and shown by GET /v1/models. */
   calibration?: Calibration;
+  /** Most heap the requests admitted may hold (see DeciderOptions.maxHeldBytes); default defaultMaxHeldBytes(). */
+  maxHeldBytes?: number;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
 }
@@ -111,6 +115,10 @@ export function createApp(deps: AppDeps): DeciderApp {
     upstreamModel: deps.backend.model,
     timeoutSeconds: deps.timeoutSeconds,
     calibration: deps.calibration,
+    // The state as shown to the model is bounded by the body it came in (compact JSON is never longer,
+    // bar numbers written short such as 1e308): what a request may hold once admitted.
+    maxStateChars: deps.bodyLimit,
+    maxHeldBytes: deps.maxHeldBytes ?? defaultMaxHeldBytes(),
   });
   const app = express();
   app.disable("x-powered-by");
@@ -170,4 +178,12 @@ function operationsRouter(metrics: Metrics): Router {
   const router = Router();
   router.get("/metrics", metrics.handler);
   return router;
+}
+
+/**
+ * Half of V8's heap limit (`--max-old-space-size`, else what Node chose for this machine): what the requests
+ * admitted may hold at once, leaving the rest to the prompts being rendered, the responses and the service.
+ */
+export function defaultMaxHeldBytes(): number {
+  return Math.floor(getHeapStatistics().heap_size_limit / 2);
 }

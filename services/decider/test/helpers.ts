@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type AllowedHosts, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
+import { type AllowedHosts, byteSize, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
 import { type Backend, serversBackend } from "../src/backend";
 import type { Calibration } from "../src/calibration/calibration";
@@ -69,6 +69,8 @@ export interface HarnessOptions {
   outcomesPerCall?: number;
   upstreamModel?: string;
   bodyLimit?: string;
+  /** Most heap the admitted requests may hold (DeciderOptions.maxHeldBytes); default: half the heap limit. */
+  maxHeldBytes?: number;
   allowNoLogprobs?: boolean;
   logger?: Logger;
   calibration?: Calibration;
@@ -158,7 +160,8 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
     malformedRetries: options.malformedRetries ?? 2,
     timeoutSeconds: options.timeoutSeconds ?? 30,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
-    bodyLimit: options.bodyLimit ?? "1mb",
+    bodyLimit: byteSize({ min: 1, fallback: "1mb" }).parse(options.bodyLimit),
+    maxHeldBytes: options.maxHeldBytes,
     calibration: options.calibration,
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });

@@ -330,12 +330,14 @@ export class Reservation {
     }
   }
 
-  /** @internal One call of this reservation starts (see SlotLease.call): taken off what is reserved. */
-  take(): boolean {
-    if (this.left === 0) return false;
-    this.left -= 1;
-    this.limiter.countReserved(this.current, -1);
-    return true;
+  /**
+   * @internal `parts` reserved calls of this reservation start (see SlotLease.call): taken off what is
+   * reserved, never below nothing (a retry was not reserved).
+   */
+  take(parts: number): void {
+    const taken = Math.min(parts, this.left);
+    this.left -= taken;
+    this.limiter.countReserved(this.current, -taken);
   }
 
   /** Sends the calls not yet started to `server` (failover); a hold waiting on the old server follows. */
@@ -382,19 +384,20 @@ class Lease implements SlotLease {
     readonly slot: number,
   ) {}
 
-  async call<T>(fn: () => Promise<T>): Promise<T> {
-    this.reservation.take();
+  async call<T>(fn: () => Promise<T>, parts = 1): Promise<T> {
+    this.reservation.take(parts);
     const slots = this.limiter.slotsOf(this.server);
-    this.limiter.running += 1;
-    slots.running += 1;
+    this.limiter.running += parts;
+    slots.running += parts;
     const started = performance.now();
     try {
       const result = await fn();
-      this.limiter.observeCall(performance.now() - started);
+      // The pace Retry-After is computed from is per part: a call that answered several counts as several.
+      this.limiter.observeCall((performance.now() - started) / parts);
       return result;
     } finally {
-      this.limiter.running -= 1;
-      slots.running -= 1;
+      this.limiter.running -= parts;
+      slots.running -= parts;
     }
   }
 }

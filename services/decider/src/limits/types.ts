@@ -18,10 +18,11 @@ export interface SlotLease {
   /** The slot's number; -1 when the shared limits found no number free (the server then chooses a slot). */
   readonly slot: number;
   /**
-   * Runs one upstream call of the request inside the lease: counted as running (and no longer queued) while
-   * it runs. A call beyond the reservation's count (a retry) is counted as running only.
+   * Runs one upstream call of the request inside the lease, answering `parts` of the reserved calls (1 unless
+   * the upstream answers several parts in one call): counted as running (and no longer queued) while it runs.
+   * Parts beyond the reservation's count (a retry) are counted as running only.
    */
-  call<T>(fn: () => Promise<T>): Promise<T>;
+  call<T>(fn: () => Promise<T>, parts?: number): Promise<T>;
 }
 
 export class AbortedError extends Error {
