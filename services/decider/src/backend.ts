@@ -4,11 +4,9 @@ import type { Logger } from "@localdecider/service-kit";
 import type { Config } from "./config";
 import { EmbeddedUpstream } from "./engine/embedded-upstream";
 import { defaultModelsDir, parseModelSource } from "./engine/model-source";
-import { parseUpstreams, upstreamAddress, upstreamAuthorization } from "./upstream/address";
-import { OpenAIUpstream } from "./upstream/openai-upstream";
+import { parseUpstreams } from "./upstream/address";
+import { ModelServer } from "./upstream/model-server";
 import { type PoolServer, ServerPool } from "./upstream/pool";
-import { ModelListProbe } from "./upstream/readiness";
-import { ServerCheck } from "./upstream/server-check";
 import type { Upstream } from "./upstream/types";
 
 /**
@@ -38,26 +36,19 @@ export function createBackend(config: Config, logger: Logger, slots: number): Ba
     const parsed = parseUpstreams(config.LOCALDECIDER_UPSTREAM);
     if ("problem" in parsed) throw new Error(`LOCALDECIDER_UPSTREAM ${parsed.problem}`);
     const model = config.LOCALDECIDER_UPSTREAM_MODEL;
-    const servers = parsed.addresses.map((configured): PoolServer => {
-      const address = upstreamAddress(configured);
-      const authorization = upstreamAuthorization(config.LOCALDECIDER_UPSTREAM_API_KEY, address.basicAuth);
-      const { baseURL } = address;
-      const upstream = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs });
-      const checkMs = Math.min(timeoutMs, 10_000);
-      const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: checkMs });
-      return {
-        id: address.display,
-        upstream,
-        probe: new ServerCheck(list, upstream, {
-          baseURL,
-          authorization,
-          timeoutMs: checkMs,
+    const servers = parsed.addresses.map(
+      (address) =>
+        new ModelServer({
+          address,
+          model,
+          apiKey: config.LOCALDECIDER_UPSTREAM_API_KEY,
+          timeoutMs,
           maxInflight: slots,
           allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
+          protocol: config.LOCALDECIDER_UPSTREAM_PROTOCOL,
           logger,
         }),
-      };
-    });
+    );
     return serversBackend(servers, model, logger);
   }
   const source = parseModelSource(config.LOCALDECIDER_MODEL);
@@ -84,7 +75,19 @@ export function serversBackend(servers: readonly PoolServer[], model: string, lo
     pool,
     display,
     model,
-    describe: () => ({ kind: "server", address: display, model }),
+    describe: () => {
+      const states = pool.states();
+      if (states.length === 1) {
+        const protocol = states[0]?.protocol;
+        return { kind: "server", address: display, model, ...(protocol === undefined ? {} : { protocol }) };
+      }
+      return {
+        kind: "server",
+        address: display,
+        model,
+        servers: states.map((s) => ({ server: s.id, ...(s.protocol === undefined ? {} : { protocol: s.protocol }) })),
+      };
+    },
     start: () => undefined,
     close: async () => pool.close(),
   };

@@ -24,6 +24,21 @@ export function modelCards(upstreamModel: string): ModelCard[] {
   ];
 }
 
+/**
+ * Cards for the decision models a native model server lists (llama.cpp's router mode and Ollama hold several):
+ * a client may name one, and its questions go to that model. Our own names are not repeated.
+ */
+export function decisionModelCards(names: readonly string[], own: readonly ModelCard[]): ModelCard[] {
+  const taken = new Set(own.map((card) => card.name));
+  return names
+    .filter((name) => !taken.has(name))
+    .map((name) => ({
+      name,
+      description: `Decision model ${name} on the model server, answering System One itself, through localdecider ${SERVICE_VERSION}.`,
+      release_date: RELEASE_DATE,
+    }));
+}
+
 /** The `model` of every answer: the service version and the upstream model, e.g. `localdecider-0.1.0/qwen2.5`. */
 export function servedModelName(upstreamModel: string): string {
   return `${MODEL_NAME}-${SERVICE_VERSION}/${upstreamModel}`;

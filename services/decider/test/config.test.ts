@@ -13,6 +13,7 @@ describe("configSchema", () => {
       LOCALDECIDER_HOST: "127.0.0.1",
       LOCALDECIDER_PORT: 8080,
       LOCALDECIDER_UPSTREAM_MODEL: "qwen2.5-1.5b-instruct",
+      LOCALDECIDER_UPSTREAM_PROTOCOL: "auto",
       LOCALDECIDER_MODEL: "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
       LOCALDECIDER_GPU: "auto",
       LOCALDECIDER_CONTEXT_SIZE: "auto",
@@ -39,6 +40,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_ALLOWED_HOSTS",
       "LOCALDECIDER_UPSTREAM",
       "LOCALDECIDER_UPSTREAM_MODEL",
+      "LOCALDECIDER_UPSTREAM_PROTOCOL",
       "LOCALDECIDER_UPSTREAM_API_KEY",
       "LOCALDECIDER_MODEL",
       "LOCALDECIDER_MODELS_DIR",
@@ -123,6 +125,7 @@ describe("every variable refuses values that can never work, naming itself", () 
       [Array.from({ length: 65 }, (_, i) => `http://m${i}:8081`).join(","), "lists more than 64 model servers"],
     ],
     LOCALDECIDER_UPSTREAM_MODEL: [],
+    LOCALDECIDER_UPSTREAM_PROTOCOL: [["native", 'Invalid option: expected one of "auto"|"systemone"|"chat"']],
     // Alone it has nothing to go to: the embedded engine takes no key.
     LOCALDECIDER_UPSTREAM_API_KEY: [
       ["secret", "is set but LOCALDECIDER_UPSTREAM is not (the embedded engine takes no key): set both, or neither"],

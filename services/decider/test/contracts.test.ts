@@ -94,7 +94,12 @@ describe("createDeciderClient against the running service", () => {
     const client = createDeciderClient({ baseUrl: server.url, token: "secret-key" });
     expect((await client.listModels()).models.map((m) => m.name)).toStrictEqual(["localdecider", "jev-latest", "jev"]);
     expect(await client.health()).toStrictEqual({ status: "ok" });
-    expect(await client.ready()).toStrictEqual({ status: "ready", upstream: h.upstream, model: "test-model" });
+    expect(await client.ready()).toStrictEqual({
+      status: "ready",
+      upstream: h.upstream,
+      model: "test-model",
+      protocol: "chat",
+    });
   });
 
   it("a wrong key throws ApiError 401 with the code, the challenge header and the request id sent", async () => {

@@ -27,7 +27,7 @@ describe("GET /ready", () => {
     h = await harness({ apiKey: "k" });
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(200);
-    expect(res.body).toStrictEqual({ status: "ready", upstream: h.upstream, model: "test-model" });
+    expect(res.body).toStrictEqual({ status: "ready", upstream: h.upstream, model: "test-model", protocol: "chat" });
   });
 
   it("answers 503 with exactly 'inference backend returned HTTP 404' when the backend answers 404", async () => {
@@ -144,7 +144,7 @@ describe("GET /v1/models", () => {
           release_date: "2026-11-22",
         },
       ],
-      backend: { kind: "server", address: h.upstream, model: "test-model" },
+      backend: { kind: "server", address: h.upstream, model: "test-model", protocol: "chat" },
       calibration: { active: false },
     });
   });

@@ -7,10 +7,9 @@ import type { Decider } from "../src/decide/decider";
 import { UpstreamLimiter } from "../src/limits/limiter";
 import { RedisLimits } from "../src/limits/redis-limits";
 import type { DeciderObserver, UpstreamOutcome } from "../src/observer";
-import { upstreamAddress, upstreamAuthorization } from "../src/upstream/address";
-import { OpenAIUpstream } from "../src/upstream/openai-upstream";
-import { ModelListProbe, type ReadinessProbe } from "../src/upstream/readiness";
-import { ServerCheck } from "../src/upstream/server-check";
+import { ModelServer } from "../src/upstream/model-server";
+import type { ProtocolSetting } from "../src/upstream/protocol";
+import type { ReadinessProbe } from "../src/upstream/readiness";
 import type { Upstream } from "../src/upstream/types";
 import { FakeUpstream, type Flavour } from "./fake-upstream/server";
 import { recorder } from "./setup/openapi-responses";
@@ -76,6 +75,8 @@ export interface HarnessOptions {
   calibration?: Calibration;
   /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
   sharedRedis?: boolean;
+  /** LOCALDECIDER_UPSTREAM_PROTOCOL (default auto, as in production). */
+  protocol?: ProtocolSetting;
 }
 
 /** The machine's Redis, which the Redis-shared tests use (each under a prefix of its own). */
@@ -90,31 +91,37 @@ export interface DeciderUnderTest {
   close: () => Promise<void>;
 }
 
-/** The real app in front of any OpenAI-compatible upstream on a real port. */
+/**
+ * The real app in front of any model server on a real port, built as backend.ts builds one
+ * (`LOCALDECIDER_UPSTREAM` with one address): its protocol found by its start-up check.
+ */
 export function deciderFor(
   upstream: string,
   options: HarnessOptions & { wrapUpstream?: (upstream: Upstream) => Upstream } = {},
 ): DeciderUnderTest {
-  const model = options.upstreamModel ?? "test-model";
-  const timeoutSeconds = options.timeoutSeconds ?? 30;
-  const address = upstreamAddress(upstream);
-  const { baseURL } = address;
-  const authorization = upstreamAuthorization(options.upstreamApiKey, address.basicAuth);
-  const adapter = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs: timeoutSeconds * 1000 });
-  const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: 5000 });
   const logger = options.logger ?? createLogger({ service: "decider-test", level: "silent" });
-  const probe = new ServerCheck(list, adapter, {
-    baseURL,
-    authorization,
-    timeoutMs: 5000,
+  const server = modelServer(upstream, { ...options, logger });
+  return deciderOver(serversBackend([server], server.model, logger), { ...options, logger });
+}
+
+/** One model server as backend.ts makes it, from the harness's options. */
+export function modelServer(
+  upstream: string,
+  options: HarnessOptions & { wrapUpstream?: (upstream: Upstream) => Upstream; logger: Logger },
+): ModelServer & { model: string } {
+  const model = options.upstreamModel ?? "test-model";
+  const server = new ModelServer({
+    address: upstream,
+    model,
+    apiKey: options.upstreamApiKey,
+    timeoutMs: (options.timeoutSeconds ?? 30) * 1000,
     maxInflight: options.maxInflight ?? 2,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
-    logger,
+    protocol: options.protocol ?? "auto",
+    logger: options.logger,
+    ...(options.wrapUpstream === undefined ? {} : { wrapChat: options.wrapUpstream }),
   });
-  return deciderOver(oneServer(address.display, options.wrapUpstream?.(adapter) ?? adapter, probe, model, logger), {
-    ...options,
-    logger,
-  });
+  return Object.assign(server, { model });
 }
 
 /** A backend of one model server: what `LOCALDECIDER_UPSTREAM` with one address builds (backend.ts). */

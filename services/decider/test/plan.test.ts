@@ -98,7 +98,7 @@ describe("codes, prefills and readings", () => {
   });
 
   it("packPrompts never leaves an empty prompt and keeps order", () => {
-    const items = [3, 5, 2, 7, 1].map((n) => ({ options: new Array(n) }));
+    const items = [3, 5, 2, 7, 1].map((n, i) => ({ options: new Array(n), question: `q${i}` }));
     expect(
       packPrompts(items, { questionsPerCall: 2, outcomesPerCall: 8 }).map((c) => c.map((i) => i.options.length)),
     ).toStrictEqual([[3, 5], [2], [7, 1]]);

@@ -91,7 +91,7 @@ describe("several model servers", () => {
       status: "ready",
       upstream: urls.join(","),
       model: "test-model",
-      servers: urls.map((server) => ({ server, state: "ready" })),
+      servers: urls.map((server) => ({ server, state: "ready", protocol: "chat" })),
     });
   });
 
@@ -120,8 +120,8 @@ describe("several model servers", () => {
 
     const ready = await request(d.app).get("/ready").expect(200);
     expect(ready.body.servers).toStrictEqual([
-      { server: urls[0], state: "out", reason: "inference backend unreachable" },
-      { server: urls[1], state: "ready" },
+      { server: urls[0], state: "out", reason: "inference backend unreachable", protocol: "chat" },
+      { server: urls[1], state: "ready", protocol: "chat" },
     ]);
     const text = (await request(d.app).get("/metrics").expect(200)).text;
     expect(metricSample(text, "decider_upstream_in_rotation", { server: urls[0] as string })).toBe(0);
@@ -145,7 +145,7 @@ describe("several model servers", () => {
         state: "out",
         reason: `${MODEL_404}: it does not serve model "test-model"`,
       },
-      { server: urls[1], state: "ready" },
+      { server: urls[1], state: "ready", protocol: "chat" },
     ]);
     expect((await post("state-1", 2)).status).toBe(200);
     expect(statesSeen(a).size).toBe(0);

@@ -305,10 +305,10 @@ describe("POST /v1/systemone", () => {
     h = await harness({ upstreamApiKey: "up-key" });
     expect((await decide(h, one)).status).toBe(200);
     expect((await request(h.app).get("/ready")).status).toBe(200);
-    // The model check before the decision, the start-up inspection (the model list again, three one-token
-    // calls), the call, and /ready's own check.
+    // The model check before the decision, the start-up inspection (the model list again, the protocol's
+    // model list and probe, three one-token calls), the call, and /ready's own check.
     expect(h.fake.inspections).toHaveLength(3);
-    expect(h.fake.authorizations).toStrictEqual(Array(7).fill("Bearer up-key"));
+    expect(h.fake.authorizations).toStrictEqual(Array(9).fill("Bearer up-key"));
   });
 
   it("accepts any bearer when no API key is configured", async () => {

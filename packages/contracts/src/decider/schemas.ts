@@ -131,9 +131,25 @@ export const EmbeddedModelInfo = z.object({
 });
 export type EmbeddedModelInfo = z.infer<typeof EmbeddedModelInfo>;
 
+/**
+ * How the decider talks to a model server, found by its start-up check (LOCALDECIDER_UPSTREAM_PROTOCOL):
+ * `systemone`, the server answers `POST /v1/systemone` itself (a decision model: llama.cpp, Ollama,
+ * LiteLLM, a hosted Jev); `chat`, the decider reads token logprobs from its chat completions.
+ */
+export const UpstreamProtocol = z.enum(["systemone", "chat"]);
+export type UpstreamProtocol = z.infer<typeof UpstreamProtocol>;
+
 /** What answers the questions: a model server (LOCALDECIDER_UPSTREAM) or the embedded engine. */
 export const BackendInfo = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("server"), address: z.string(), model: z.string() }),
+  z.object({
+    kind: z.literal("server"),
+    address: z.string(),
+    model: z.string(),
+    /** One model server: the protocol its start-up check found (absent until it answered the check). */
+    protocol: UpstreamProtocol.optional(),
+    /** Several model servers: each one's protocol. */
+    servers: z.array(z.object({ server: z.string(), protocol: UpstreamProtocol.optional() })).optional(),
+  }),
   z.object({
     kind: z.literal("embedded"),
     /** LOCALDECIDER_MODEL, without credentials. */
@@ -182,6 +198,8 @@ export const DeciderServerState = z.object({
   /** `ready`: it takes new requests; `out`: it failed and is probed in the background until it rejoins. */
   state: z.enum(["ready", "out"]),
   reason: z.string().optional(),
+  /** The protocol its start-up check found (absent until it answered the check). */
+  protocol: UpstreamProtocol.optional(),
 });
 export type DeciderServerState = z.infer<typeof DeciderServerState>;
 
@@ -190,6 +208,8 @@ export const DeciderReadyResponse = z.object({
   status: z.literal("ready"),
   upstream: z.string(),
   model: z.string(),
+  /** One model server: the protocol its start-up check found (`servers` carry theirs with several). */
+  protocol: UpstreamProtocol.optional(),
   servers: z.array(DeciderServerState).optional(),
 });
 export type DeciderReadyResponse = z.infer<typeof DeciderReadyResponse>;

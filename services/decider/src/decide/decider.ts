@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import type { JsonValue } from "@localdecider/contracts";
 import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
@@ -13,14 +14,25 @@ import {
   noLogprobs,
   queueFull,
   retryAlone,
+  tooFewOptions,
   tooManyCalls,
   unknownModel,
 } from "../upstream/failure";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
-import { type Alternative, type ProbeRequest, type ProbeResult, type Upstream, UpstreamError } from "../upstream/types";
+import {
+  type Alternative,
+  isNative,
+  type NativeUpstream,
+  type ProbeRequest,
+  type ProbeResult,
+  type ProbeUsage,
+  type Upstream,
+  UpstreamError,
+} from "../upstream/types";
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
-import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
+import { nativeQuestionOf, type Read, readNativeAnswer } from "./native";
+import { chunkSize, finalRound, type Limits, MAX_OUTCOMES_PER_PART, type Part, type Plan, planRequest } from "./plan";
 import { probeOf } from "./probe";
 import { jsonLengths, promptOf, ShownState } from "./prompt";
 import { outcomeOfToken, readOut, readScores } from "./readout";
@@ -61,8 +73,18 @@ export function requestWeight(request: unknown): number {
   return 2 * compact + 64 * values;
 }
 
-/** What one request's calls share: its reservation, its cancellation, its usage and its notes. */
+/** What one request's calls share: its plan, its reservation, its cancellation, its usage and its notes. */
 interface RequestRun {
+  /** The plan being run: replaced (once per lesson) when a native server teaches a smaller option limit. */
+  plan: Plan;
+  /** The model asked for upstream: LOCALDECIDER_UPSTREAM_MODEL, or a decision model the client named. */
+  model: string;
+  /** The client's state as it sent it: a native call carries it as is (the chat probe renders it). */
+  state: JsonValue;
+  /** Servers that cannot serve this request (they do not hold the decision model it names). */
+  except: ReadonlySet<string>;
+  /** When the request's deadline (LOCALDECIDER_TIMEOUT) passes, in performance.now() milliseconds. */
+  deadlineAt: number;
   reservation: Reservation;
   controller: AbortController;
   /** Set when the request's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is a 504. */
@@ -129,13 +151,9 @@ export class Decider {
 
   /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
   async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
-    const { model, state, questions } = request;
-    if (!ACCEPTED_MODELS.includes(model)) throw unknownModel(model, ACCEPTED_MODELS);
-    await this.options.gate.assertServed();
-    const plan = planRequest(questions, {
-      ...this.options.limits,
-      outcomesPerPart: this.options.pool.outcomesPerPart,
-    });
+    const { state, questions } = request;
+    const target = await this.target(request.model);
+    const plan = feasible(planRequest(questions, this.limitsFor(target)));
     // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
     const shown = new ShownState(state, this.options.maxStateChars);
     const weight = requestWeight(request);
@@ -146,19 +164,75 @@ export class Decider {
     }
     this.heldBytes += weight;
     try {
-      const reservation = await this.admit(plan);
-      return await this.decide(shown, plan, reservation, signal);
+      const reservation = await this.admit(plan, target.except);
+      const run: RequestRun = {
+        plan,
+        model: target.model,
+        state: state as JsonValue,
+        except: target.except,
+        deadlineAt: performance.now() + this.options.timeoutSeconds * 1000,
+        reservation,
+        controller: new AbortController(),
+        timedOut: false,
+        usage: { input_tokens: 0, output_tokens: 0 },
+        absent: [],
+        affinity: shown.affinity,
+      };
+      return await this.decide(run, shown, signal);
     } finally {
       this.heldBytes -= weight;
     }
   }
 
+  /**
+   * The model a request names, as the model asked upstream and the servers that cannot serve it: our own
+   * names (`localdecider`, `jev-latest`, `jev`) are LOCALDECIDER_UPSTREAM_MODEL on every server; another name
+   * must be a decision model a native server lists (llama.cpp's router mode, Ollama), served only there.
+   */
+  private async target(model: string): Promise<{ model: string; except: ReadonlySet<string> }> {
+    const { gate, pool, upstreamModel } = this.options;
+    if (ACCEPTED_MODELS.includes(model)) {
+      await gate.assertServed();
+      return { model: upstreamModel, except: new Set() };
+    }
+    // Which decision models a server lists is known once its start-up check ran.
+    await gate.assertServed();
+    const except = new Set(pool.servers.filter((s) => !(s.decisionModels ?? []).includes(model)).map((s) => s.id));
+    if (except.size === pool.servers.length) {
+      const routable = pool.decisionModels().filter((m) => !ACCEPTED_MODELS.includes(m));
+      throw unknownModel(model, [...ACCEPTED_MODELS, ...routable]);
+    }
+    return { model, except };
+  }
+
+  /**
+   * The plan's limits for the servers that may serve this request: a choice is split into chunks that every
+   * one of them can tell apart (a chat probe's top-20 alternatives, a native server's option limit for the
+   * model), and with a native server among them each call carries at most one part of a question.
+   */
+  private limitsFor(target: { model: string; except: ReadonlySet<string> }): Limits {
+    let perPart = Number.POSITIVE_INFINITY;
+    let native = false;
+    for (const server of this.options.pool.servers) {
+      if (target.except.has(server.id)) continue;
+      const port = server.upstream;
+      if (isNative(port)) native = true;
+      perPart = Math.min(
+        perPart,
+        isNative(port) ? port.optionLimit(target.model) : (port.outcomesPerPart ?? MAX_OUTCOMES_PER_PART),
+      );
+    }
+    return { ...this.options.limits, outcomesPerPart: perPart, ...(native ? { onePartPerQuestion: true } : {}) };
+  }
+
   /** Reserves every call of the plan, or throws the error that refuses the request whole. */
-  private async admit(plan: Plan): Promise<Reservation> {
+  private async admit(plan: Plan, except: ReadonlySet<string>): Promise<Reservation> {
     if (!this.options.limiter.fits(plan.callCount)) throw tooManyCalls(plan.callCount, this.options.limiter.maxQueue);
     const { limiter, pool } = this.options;
     // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
-    const server = pool.choose((id) => limiter.load(id)) ?? (pool.servers[0] as (typeof pool.servers)[number]);
+    const server =
+      pool.choose((id) => limiter.load(id), except) ??
+      (pool.servers.find((s) => !except.has(s.id)) as (typeof pool.servers)[number]);
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
       answer = await limiter.tryReserve(plan.callCount, server.id);
@@ -172,21 +246,8 @@ export class Decider {
     return answer.reservation;
   }
 
-  private async decide(
-    shown: ShownState,
-    plan: Plan,
-    reservation: Reservation,
-    clientSignal: AbortSignal,
-  ): Promise<SystemOneResponse> {
+  private async decide(run: RequestRun, shown: ShownState, clientSignal: AbortSignal): Promise<SystemOneResponse> {
     // One failed call fails the request, so it also stops the request's other calls.
-    const run: RequestRun = {
-      reservation,
-      controller: new AbortController(),
-      timedOut: false,
-      usage: { input_tokens: 0, output_tokens: 0 },
-      absent: [],
-      affinity: shown.affinity,
-    };
     // Each call in flight listens to the request's signal (and stops listening when it ends); on a server
     // with a shared prefix cache a prompt's calls run at once, more than Node's default warning level.
     setMaxListeners(0, run.controller.signal);
@@ -198,13 +259,23 @@ export class Decider {
       run.controller.abort();
     }, this.options.timeoutSeconds * 1000);
     try {
-      const first = plan.firstRound.map((parts) => new PromptJobs(parts));
-      let second: PromptJobs[] | undefined = plan.splitChoices.length === 0 ? [] : undefined;
+      let first = run.plan.firstRound.map((parts) => new PromptJobs(parts));
+      let second: PromptJobs[] | undefined = run.plan.splitChoices.length === 0 ? [] : undefined;
       await this.inSlot(run, async (lease) => {
-        await this.probeAll(run, lease, shown, first);
-        // The final round needs the first round's chunk leaders: planned once, in the same slot.
-        second ??= finalRound(plan, chunkDistributions(resultsOf(first))).map((parts) => new PromptJobs(parts));
-        await this.probeAll(run, lease, shown, second);
+        for (;;) {
+          try {
+            await this.probeAll(run, lease, shown, first);
+            // The final round needs the first round's chunk leaders: planned once, in the same slot.
+            second ??= finalRound(run.plan, chunkDistributions(resultsOf(first))).map((parts) => new PromptJobs(parts));
+            await this.probeAll(run, lease, shown, second);
+            return;
+          } catch (err) {
+            // A native server that takes fewer options per question than assumed: split again, in this slot.
+            if (!this.replan(run, err)) throw err;
+            first = run.plan.firstRound.map((parts) => new PromptJobs(parts));
+            second = run.plan.splitChoices.length === 0 ? [] : undefined;
+          }
+        }
       });
       if (run.absent.length > 0) {
         this.options.logger.warn("outcomes absent from the backend's reported alternatives were estimated", {
@@ -213,8 +284,8 @@ export class Decider {
         });
       }
       return {
-        model: this.servedModel,
-        answers: answersOf(plan, [...resultsOf(first), ...resultsOf(second ?? [])], this.options.calibration),
+        model: servedModelName(run.model),
+        answers: answersOf(run.plan, [...resultsOf(first), ...resultsOf(second ?? [])], this.options.calibration),
         usage: run.usage,
       };
     } catch (err) {
@@ -223,8 +294,27 @@ export class Decider {
     } finally {
       clearTimeout(deadline);
       clientSignal.removeEventListener("abort", onClientAbort);
-      reservation.release();
+      run.reservation.release();
     }
+  }
+
+  /**
+   * After `err`: when a native server named a smaller option limit than the plan's chunks (its 422), the
+   * request is planned again with chunks of that size (the server remembers it for later requests), and
+   * true is returned. Bounded: the chunk size only goes down. A limit too small for two rounds is the
+   * client's error.
+   */
+  private replan(run: RequestRun, err: unknown): boolean {
+    if (!(err instanceof UpstreamError) || err.failure.kind !== "option_limit") return false;
+    const { limit } = err.failure;
+    if (limit < 2 || limit >= chunkSize(run.plan.limits)) return false;
+    const plan = feasible(planRequest(run.plan.questions, { ...run.plan.limits, outcomesPerPart: limit }));
+    this.options.logger.warn("the model server takes fewer options per question than assumed; choices split again", {
+      server: run.reservation.server,
+      limit,
+    });
+    run.plan = plan;
+    return true;
   }
 
   /**
@@ -261,17 +351,27 @@ export class Decider {
   }
 
   /**
-   * Reads the parts not read yet, prompt by prompt: all of a prompt's pending parts in one call where the
-   * backend can (probeMany), else one call each in the order the server's prefix cache wants.
+   * Reads the parts not read yet, prompt by prompt: on a native server, a prompt's pending parts in one
+   * System One call; on the chat path, all of them in one call where the backend can (probeMany), else one
+   * call each in the order the server's prefix cache wants.
    */
   private async probeAll(run: RequestRun, lease: SlotLease, shown: ShownState, prompts: PromptJobs[]): Promise<void> {
     const { upstream } = this.options.pool.get(lease.server);
     for (const prompt of prompts) {
       const pending = prompt.pending();
       if (pending.length === 0) continue;
-      const probeMany = upstream.probeMany?.bind(upstream);
-      if (probeMany !== undefined && pending.length > 1) {
-        await this.attemptsTogether(run, lease, probeMany, shown, prompt, pending);
+      if (isNative(upstream)) {
+        const reads = await this.withRetries(lease, prompt.parts, pending, (asked) =>
+          this.nativeReads(
+            run,
+            lease,
+            upstream,
+            asked.map((i) => prompt.parts[i] as Part),
+          ),
+        );
+        for (const [k, i] of pending.entries()) prompt.results[i] = reads[k];
+      } else if (upstream.probeMany !== undefined && pending.length > 1) {
+        await this.attemptsTogether(run, lease, upstream, shown, prompt, pending);
       } else {
         await runInOrder([pending], upstream.prefixCache, async (i) => {
           prompt.results[i] = await this.attempts(run, lease, upstream, shown, prompt, i);
@@ -283,14 +383,15 @@ export class Decider {
 
   /**
    * After the request failed on `server`: when the failure says the server cannot serve (pool.failed), takes
-   * it out of rotation and moves the request to the least loaded server it has not failed on. Returns
-   * whether the request should go on there. Bounded: each server fails a request at most once.
+   * it out of rotation and moves the request to the least loaded server it has not failed on (and that can
+   * serve its model). Returns whether the request should go on there. Bounded: each server fails a request at
+   * most once.
    */
   private failOver(run: RequestRun, server: string, err: unknown, failed: Set<string>): boolean {
     const { pool, limiter, logger } = this.options;
     if (!pool.failed(server, err)) return false;
     failed.add(server);
-    const next = pool.choose((id) => limiter.load(id), failed);
+    const next = pool.choose((id) => limiter.load(id), new Set([...failed, ...run.except]));
     if (next === undefined) return false;
     logger.warn("model server failed; its request moves to another", {
       from: server,
@@ -301,7 +402,7 @@ export class Decider {
     return true;
   }
 
-  /** One part's call and its malformed-response retries, each a call of the lease. */
+  /** One part's chat probe and its malformed-response retries, each a call of the lease. */
   private async attempts(
     run: RequestRun,
     lease: SlotLease,
@@ -311,41 +412,121 @@ export class Decider {
     index: number,
   ): Promise<number[]> {
     const probe = prompt.probesOf(shown)[index] as ProbeRequest;
-    const reads = await this.withRetries(run, lease, [index], prompt, [probe], (asked) =>
-      upstream.probe(asked[0] as ProbeRequest, { signal: run.controller.signal, slot: lease.slot }).then((r) => [r]),
-    );
+    const part = prompt.parts[index] as Part;
+    const reads = await this.withRetries(lease, prompt.parts, [index], async () => {
+      const options = { signal: run.controller.signal, slot: lease.slot };
+      const result = await lease.call(() => upstream.probe(probe, options), 1);
+      return [this.readProbe(run, result, probe, part)];
+    });
     return reads[0] as number[];
   }
 
-  /** A prompt's pending parts in one call (probeMany), and its retries. */
+  /** A prompt's pending parts in one chat call (probeMany), and its retries. */
   private async attemptsTogether(
     run: RequestRun,
     lease: SlotLease,
-    probeMany: NonNullable<Upstream["probeMany"]>,
+    upstream: Upstream,
     shown: ShownState,
     prompt: PromptJobs,
     pending: number[],
   ): Promise<void> {
     const probes = prompt.probesOf(shown);
-    const asked = pending.map((i) => probes[i] as ProbeRequest);
-    const reads = await this.withRetries(run, lease, pending, prompt, asked, (again) =>
-      probeMany(again, { signal: run.controller.signal, slot: lease.slot }),
-    );
+    const reads = await this.withRetries(lease, prompt.parts, pending, async (asked) => {
+      const options = { signal: run.controller.signal, slot: lease.slot };
+      const many = (upstream.probeMany as NonNullable<Upstream["probeMany"]>).bind(upstream);
+      const results = await lease.call(
+        () =>
+          many(
+            asked.map((i) => probes[i] as ProbeRequest),
+            options,
+          ),
+        asked.length,
+      );
+      return asked.map((i, j): Read => {
+        const result = results[j];
+        if (result === undefined) return { malformed: "the backend answered fewer probes than it was asked" };
+        return this.readProbe(run, result, probes[i] as ProbeRequest, prompt.parts[i] as Part);
+      });
+    });
     for (const [k, i] of pending.entries()) prompt.results[i] = reads[k];
   }
 
   /**
-   * Calls of the lease for the prompt's parts `indexes` (their probes `probes`), each answering every part
-   * still unread, until all are read or MALFORMED_RETRIES retries are spent: a retry asks only the parts whose
-   * answer was malformed. Each call is timed and counted; a failure other than a malformed answer is thrown.
+   * One native call for `parts` (a prompt's pending parts), read against them. While the server answers 429
+   * with a Retry-After that ends before the request's deadline, the call waits that long and is sent again
+   * (llama.cpp's decision queue is full: it drains); a 413 splits the call in two, down to one part each.
    */
-  private async withRetries(
+  private async nativeReads(
     run: RequestRun,
     lease: SlotLease,
+    upstream: NativeUpstream,
+    parts: Part[],
+  ): Promise<Read[]> {
+    const call = { model: run.model, state: run.state, questions: parts.map(nativeQuestionOf) };
+    const options = { signal: run.controller.signal, slot: lease.slot };
+    for (;;) {
+      try {
+        const result = await lease.call(() => upstream.decide(call, options), parts.length);
+        this.count(run, result.usage);
+        return parts.map((part) =>
+          readNativeAnswer(
+            part,
+            Object.hasOwn(result.answers, part.question) ? result.answers[part.question] : undefined,
+          ),
+        );
+      } catch (err) {
+        const failure = err instanceof UpstreamError && !options.signal.aborted ? err.failure : undefined;
+        if (failure?.kind === "busy" && (await this.waitOut(run, lease, failure.retryAfter))) continue;
+        if (failure?.kind === "too_large" && parts.length > 1) {
+          this.options.logger.info("the model server refused a call as too large; sending it in two", {
+            server: lease.server,
+            questions: parts.length,
+          });
+          const half = Math.ceil(parts.length / 2);
+          const head = await this.nativeReads(run, lease, upstream, parts.slice(0, half));
+          return [...head, ...(await this.nativeReads(run, lease, upstream, parts.slice(half)))];
+        }
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * Waits out a native server's 429 for as long as its Retry-After says (1 s without one), when that ends
+   * before the request's deadline; returns false (the 429 then stands: 503 with Retry-After) otherwise.
+   */
+  private async waitOut(run: RequestRun, lease: SlotLease, retryAfter: string | undefined): Promise<boolean> {
+    const ms = retryAfterMs(retryAfter);
+    if (performance.now() + ms >= run.deadlineAt) return false;
+    this.options.logger.info("the model server is busy (429); the call waits and is sent again", {
+      server: lease.server,
+      waitMs: ms,
+    });
+    const signal = run.controller.signal;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      }
+      signal.addEventListener("abort", done, { once: true });
+    });
+    if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
+    return true;
+  }
+
+  /**
+   * Calls for a prompt's parts `indexes` (into `parts`), each call answering every part still unread, until
+   * all are read or MALFORMED_RETRIES retries are spent: a retry asks only the parts whose answer was
+   * malformed. `call` runs its upstream calls in the lease and reads each asked part; each attempt is timed
+   * and counted. A failure other than a malformed answer is thrown.
+   */
+  private async withRetries(
+    lease: SlotLease,
+    parts: readonly Part[],
     indexes: readonly number[],
-    prompt: PromptJobs,
-    probes: readonly ProbeRequest[],
-    call: (probes: ProbeRequest[]) => Promise<ProbeResult[]>,
+    call: (asked: number[]) => Promise<Read[]>,
   ): Promise<number[][]> {
     const { observer, logger, malformedRetries } = this.options;
     const reads: number[][] = [];
@@ -353,15 +534,14 @@ export class Decider {
     let reason = "";
     for (let attempt = 0; attempt <= malformedRetries && left.length > 0; attempt++) {
       if (attempt > 0) observer.malformedRetry();
-      const asked = left.map((k) => probes[k] as ProbeRequest);
       const started = performance.now();
-      let results: ProbeResult[] | undefined;
+      let results: Read[] | undefined;
       try {
-        results = await lease.call(() => call(asked), asked.length);
+        results = await call(left.map((k) => indexes[k] as number));
       } catch (err) {
-        const elapsed = performance.now() - started;
         if (!(err instanceof UpstreamError && err.failure.kind === "malformed")) {
           const kind = err instanceof UpstreamError ? err.failure.kind : "error";
+          const elapsed = performance.now() - started;
           observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error", lease.server);
           throw err;
         }
@@ -370,20 +550,14 @@ export class Decider {
       const elapsed = performance.now() - started;
       const still: number[] = [];
       for (const [j, k] of left.entries()) {
-        const part = prompt.parts[indexes[k] as number] as Part;
-        const result = results?.[j];
-        if (result !== undefined) {
-          run.usage.input_tokens += result.usage.input;
-          run.usage.output_tokens += result.usage.output;
-          observer.tokens(result.usage.input, result.usage.output);
-          const read = this.distribution(run, result, asked[j] as ProbeRequest, part);
-          if ("distribution" in read) {
-            reads[k] = read.distribution;
-            continue;
-          }
-          reason = read.malformed;
+        const read = results?.[j];
+        if (read !== undefined && "distribution" in read) {
+          reads[k] = read.distribution;
+          continue;
         }
+        if (read !== undefined) reason = read.malformed;
         still.push(k);
+        const part = parts[indexes[k] as number] as Part;
         logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
       }
       observer.upstreamCall(elapsed, still.length > 0 ? "malformed" : "ok", lease.server);
@@ -391,6 +565,19 @@ export class Decider {
     }
     if (left.length > 0) throw malformedOutput(malformedRetries + 1, reason);
     return reads;
+  }
+
+  /** The tokens a call reports, counted for the request's `usage` and the metrics. */
+  private count(run: RequestRun, usage: ProbeUsage): void {
+    run.usage.input_tokens += usage.input;
+    run.usage.output_tokens += usage.output;
+    this.options.observer.tokens(usage.input, usage.output);
+  }
+
+  /** A chat probe's result read: its tokens counted, then its distribution (or why it is malformed). */
+  private readProbe(run: RequestRun, result: ProbeResult, probe: ProbeRequest, part: Part): Read {
+    this.count(run, result.usage);
+    return this.distribution(run, result, probe, part);
   }
 
   /**
@@ -432,6 +619,28 @@ export class Decider {
     }
     return { distribution: part.options.map((_, i) => (i === emitted ? 1 : 0)) };
   }
+}
+
+/** Milliseconds a Retry-After asks for: delay-seconds or an HTTP date (RFC 9110, 10.2.3); 1 s without one. */
+export function retryAfterMs(value: string | undefined): number {
+  if (value === undefined || value.trim() === "") return 1000;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const at = Date.parse(trimmed);
+  return Number.isNaN(at) ? 1000 : Math.max(0, at - Date.now());
+}
+
+/** The plan, if every split choice's leaders fit one final round (its chunks are at most a chunk's size). */
+function feasible(plan: Plan): Plan {
+  const size = chunkSize(plan.limits);
+  const over = plan.splitChoices.find((c) => c.chunks > size);
+  if (over !== undefined) throw tooFewOptions(size, over.question, Object.keys(choiceOf(plan, over.question)).length);
+  return plan;
+}
+
+function choiceOf(plan: Plan, question: string): Record<string, unknown> {
+  const q = plan.questions[question];
+  return q?.type === "choice" ? q.criteria : {};
 }
 
 function resultsOf(prompts: readonly PromptJobs[]): PartResult[] {

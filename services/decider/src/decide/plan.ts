@@ -51,6 +51,12 @@ export interface Limits {
    * limit on an engine that scores every outcome; a choice with more labels is split into chunks.
    */
   outcomesPerPart?: number;
+  /**
+   * At most one part of each question per prompt (a native System One call sends each part under the
+   * client's question name, so two chunks of one choice cannot share a call). Off for the chat probe, whose
+   * prompts number their parts.
+   */
+  onePartPerQuestion?: boolean;
 }
 
 export function partsOf(name: string, question: Question, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
@@ -101,14 +107,22 @@ export function choiceOptions(labels: [string, Entry][]): PartOption[] {
   return labels.map(([label, description], i) => ({ code: codes[i] as string, label, description }));
 }
 
-/** Packs parts, in order, into prompts of at most `questionsPerCall` parts and `outcomesPerCall` outcomes. */
-export function packPrompts<T extends { options: readonly unknown[] }>(parts: T[], limits: Limits): T[][] {
+/**
+ * Packs parts, in order, into prompts of at most `questionsPerCall` parts and `outcomesPerCall` outcomes (and,
+ * with `onePartPerQuestion`, never two parts of one question).
+ */
+export function packPrompts<T extends { options: readonly unknown[]; question: string }>(
+  parts: T[],
+  limits: Limits,
+): T[][] {
   const prompts: T[][] = [];
   let current: T[] = [];
   let outcomes = 0;
   for (const part of parts) {
     const n = part.options.length;
-    if (current.length > 0 && (current.length >= limits.questionsPerCall || outcomes + n > limits.outcomesPerCall)) {
+    const full = current.length >= limits.questionsPerCall || outcomes + n > limits.outcomesPerCall;
+    const repeated = limits.onePartPerQuestion === true && current.some((p) => p.question === part.question);
+    if (current.length > 0 && (full || repeated)) {
       prompts.push(current);
       current = [];
       outcomes = 0;
@@ -171,7 +185,7 @@ export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, n
   return packPrompts(finals, plan.limits);
 }
 
-function chunkSize(limits: Limits): number {
+export function chunkSize(limits: Limits): number {
   return limits.outcomesPerPart ?? MAX_OUTCOMES_PER_PART;
 }
 

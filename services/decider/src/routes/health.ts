@@ -35,11 +35,14 @@ export function ready(
         ...(several ? { details: states.map((s) => ({ path: s.id, message: s.reason ?? "ready" })) } : {}),
       });
     }
+    const protocolOf = (s: (typeof states)[number]) => (s.protocol === undefined ? {} : { protocol: s.protocol });
     const servers = states.map((s) =>
       s.inRotation
-        ? { server: s.id, state: "ready" as const }
-        : { server: s.id, state: "out" as const, reason: s.reason },
+        ? { server: s.id, state: "ready" as const, ...protocolOf(s) }
+        : { server: s.id, state: "out" as const, reason: s.reason, ...protocolOf(s) },
     );
-    return { status: 200, body: { status: "ready", upstream, model, ...(several ? { servers } : {}) } };
+    // One model server: its protocol beside the address; several: each in its entry.
+    const protocol = several || states[0] === undefined ? {} : protocolOf(states[0]);
+    return { status: 200, body: { status: "ready", upstream, model, ...protocol, ...(several ? { servers } : {}) } };
   };
 }

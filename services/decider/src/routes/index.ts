@@ -12,7 +12,7 @@ export interface RouteDeps {
   decider: Decider;
   gate: ModelGate;
   limiter: Pick<UpstreamLimiter, "unavailable">;
-  pool: Pick<ServerPool, "states" | "servers">;
+  pool: Pick<ServerPool, "states" | "servers" | "decisionModels">;
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
@@ -25,7 +25,13 @@ export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
   return {
     health,
     ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel),
-    listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration),
+    listModels: listModels(
+      deps.upstreamModel,
+      deps.describeBackend,
+      deps.calibration,
+      () => deps.pool.decisionModels(),
+      deps.gate,
+    ),
     systemOne: systemOne(deps.decider),
   };
 }

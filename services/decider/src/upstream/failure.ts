@@ -34,6 +34,35 @@ export function classifyStatus(status: number, message: string, retryAfter?: str
   return { kind: "server_error", status, detail: message };
 }
 
+/** A native server's 422 (or 413) that names the most options a question may have (llama.cpp, Cloudflare). */
+const OPTION_LIMIT = /option[\s\S]*?at most (\d+)/i;
+
+/**
+ * A native System One server's answer with an error status, as a kind. The statuses follow llama.cpp's
+ * published contract (tools/server/tests/unit/test_systemone.py, ERROR_CONTRACT): 413 request_too_large
+ * (its prompt-token budget or question count: smaller calls may pass), 422 unprocessable_entity (the
+ * request's own fault; `questions.<id>: too many options (60), this model supports at most 52` teaches the
+ * option limit), 429 rate_limit with Retry-After (its decision queue is full), 501 not_supported (not a
+ * decision model, or images a model without image input cannot take). The rest as any server's.
+ */
+export function classifyNativeStatus(
+  status: number,
+  message: string,
+  retryAfter: string | undefined,
+  withImages: boolean,
+): UpstreamFailure {
+  const limit = status === 413 || status === 422 ? OPTION_LIMIT.exec(message) : null;
+  if (limit !== null) return { kind: "option_limit", limit: Number(limit[1]), detail: message };
+  if (status === 413) return { kind: "too_large", detail: message };
+  // llama.cpp's 400 exceed_context_size_error is a context overflow as on the chat path; its other 400s
+  // (exceed_batch_size_error, a body it could not read) are refusals of this request.
+  if (status === 400 && CONTEXT_TOO_LONG.test(message)) return classifyStatus(status, message, retryAfter);
+  if (status === 422 || status === 400) return { kind: "refused", status, reason: message, detail: message };
+  if (status === 501 && withImages) return { kind: "refused", status, reason: message, detail: message };
+  if (status === 501) return { kind: "not_decision_model", detail: message };
+  return classifyStatus(status, message, retryAfter);
+}
+
 /** A call that got no answer: refused or unreachable, or cut as it went out (worth one more try). */
 export function classifyTransport(err: unknown): UpstreamFailure {
   const detail = rootCauseMessage(err);
@@ -64,6 +93,8 @@ export function leavesRotation(err: unknown): string | undefined {
       return "inference backend unreachable";
     case "model_missing":
       return MODEL_404;
+    case "not_decision_model":
+      return NOT_A_DECISION_MODEL;
     case "not_ready":
       return `inference backend returned HTTP ${f.status}`;
     case "server_error":
@@ -102,7 +133,44 @@ export function upstreamClientError(failure: UpstreamFailure, timeoutSeconds: nu
       });
     case "server_error":
       return deciderError("upstream_error", `inference backend returned HTTP ${failure.status}`);
+    case "too_large":
+      return deciderError(
+        "payload_too_large",
+        `the model server refuses even one question of this request as too large: ${clientReason(failure.detail)}`,
+      );
+    case "refused":
+      return deciderError("invalid_request", `the model server refused the request: ${clientReason(failure.reason)}`);
+    case "option_limit":
+      return deciderError(
+        "invalid_request",
+        `the model server takes at most ${failure.limit} options per question: ${clientReason(failure.detail)}`,
+      );
+    case "not_decision_model":
+      return deciderError("model_unavailable", `${NOT_A_DECISION_MODEL}; the decider checks the server again`);
   }
+}
+
+/**
+ * A choice whose chunks would not fit one final round: the server takes `limit` options per question, so a
+ * choice of more than limit² labels would need a third round, which the plan does not make.
+ */
+export function tooFewOptions(limit: number, question: string, labels: number): AppError {
+  return deciderError(
+    "invalid_request",
+    `the model server takes at most ${limit} options per question, so the choice "${question}" of ${labels} labels cannot be split into chunks whose leaders fit one final round; send at most ${limit * limit} labels`,
+  );
+}
+
+/** The client-facing text of a native server's 501 for a model that cannot decide. */
+export const NOT_A_DECISION_MODEL = "inference backend returned HTTP 501: its model is not a decision model";
+
+/**
+ * A native server's reason for refusing the client's request, for the client: it is about the request (a
+ * field, an option count, an image), so it is passed on, on one line and bounded.
+ */
+function clientReason(text: string): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length <= 300 ? line : `${line.slice(0, 300)}…`;
 }
 
 /** Any failure of a decision as the client's error: an upstream failure, a cancellation, the shared limits'. */

@@ -49,10 +49,15 @@ export class ModelGate {
     else this.logger.warn("model server not ready", { reason: result.message, detail: result.detail });
   }
 
+  /** The backend's state: a recent answer (at most maxAgeMs old), else asked now. */
+  async recent(): Promise<Readiness> {
+    const fresh = this.last !== undefined && Date.now() - this.last.at < this.maxAgeMs;
+    return fresh ? (this.last as { result: Readiness }).result : await this.check();
+  }
+
   /** Throws the 503 `model_unavailable` when the backend answered that it does not hold the model. */
   async assertServed(): Promise<void> {
-    const fresh = this.last !== undefined && Date.now() - this.last.at < this.maxAgeMs;
-    const result = fresh ? (this.last as { result: Readiness }).result : await this.check();
+    const result = await this.recent();
     if (!result.ready && result.modelMissing) throw deciderError("model_unavailable", result.message);
   }
 }

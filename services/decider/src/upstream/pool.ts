@@ -1,7 +1,7 @@
 import type { Logger } from "@localdecider/service-kit";
 import { leavesRotation } from "./failure";
 import type { Readiness, ReadinessProbe } from "./readiness";
-import type { Upstream } from "./types";
+import type { ModelPort, Protocol } from "./types";
 
 /** How often a server out of rotation is probed again (its model list) to see whether it can rejoin. */
 export const REJOIN_PROBE_MS = 2000;
@@ -9,9 +9,14 @@ export const REJOIN_PROBE_MS = 2000;
 /** One model server (or the embedded engine): what answers, how to ask whether it is ready, its name. */
 export interface PoolServer {
   /** Its address without credentials (or `embedded`): the key of its limits, its metrics label, in /ready. */
-  id: string;
-  upstream: Upstream;
-  probe: ReadinessProbe;
+  readonly id: string;
+  /** The adapter that answers now: a model server's is that of the protocol its start-up check found. */
+  readonly upstream: ModelPort;
+  readonly probe: ReadinessProbe;
+  /** A model server's protocol once a check found it; undefined for the embedded engine (and before). */
+  readonly protocol?: Protocol | undefined;
+  /** The decision models a native server lists, which a client may name (always its configured one). */
+  readonly decisionModels?: readonly string[];
 }
 
 /** A server as /ready and the metrics show it. */
@@ -21,6 +26,8 @@ export interface ServerState {
   inRotation: boolean;
   /** Why it is out (the probe's client-safe text, or how its last call failed). */
   reason?: string;
+  /** The protocol its start-up check found, if any. */
+  protocol?: Protocol;
 }
 
 /**
@@ -54,9 +61,9 @@ export class ServerPool implements ReadinessProbe {
     return this.servers.length === 1 ? this.servers[0]?.probe.maxAgeMs : undefined;
   }
 
-  /** Most outcomes one probe tells apart on every server (they are all alike: one kind of backend). */
-  get outcomesPerPart(): number | undefined {
-    return this.servers[0]?.upstream.outcomesPerPart;
+  /** The decision models the native servers list: what a client may name besides the decider's own names. */
+  decisionModels(): string[] {
+    return [...new Set(this.servers.flatMap((s) => s.decisionModels ?? []))];
   }
 
   get(id: string): PoolServer {
@@ -68,7 +75,10 @@ export class ServerPool implements ReadinessProbe {
   states(): ServerState[] {
     return this.servers.map((s) => {
       const reason = this.out.get(s.id);
-      return reason === undefined ? { id: s.id, inRotation: true } : { id: s.id, inRotation: false, reason };
+      const protocol = s.protocol === undefined ? {} : { protocol: s.protocol };
+      return reason === undefined
+        ? { id: s.id, inRotation: true, ...protocol }
+        : { id: s.id, inRotation: false, reason, ...protocol };
     });
   }
 

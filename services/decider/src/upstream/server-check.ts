@@ -1,13 +1,18 @@
 import type { Logger } from "@localdecider/service-kit";
 import type { ChatBody, Completion, OpenAIUpstream } from "./openai-upstream";
+import { type FoundProtocol, findProtocol, type ProtocolSetting } from "./protocol";
 import type { Readiness, ReadinessProbe } from "./readiness";
 import { detectServer, type ServerProfile } from "./server-profile";
-import { type ChatMessage, type Reading, rootCauseMessage } from "./types";
+import { type ChatMessage, type Protocol, type Reading, rootCauseMessage } from "./types";
 
 export interface ServerCheckOptions {
   baseURL: string;
   authorization: string | undefined;
   timeoutMs: number;
+  /** LOCALDECIDER_UPSTREAM_MODEL. */
+  model: string;
+  /** LOCALDECIDER_UPSTREAM_PROTOCOL. */
+  protocol: ProtocolSetting;
   /** LOCALDECIDER_MAX_INFLIGHT: compared with a llama.cpp server's slots. */
   maxInflight: number;
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS: a server without logprobs is then usable. */
@@ -27,20 +32,24 @@ const SAME_LOGPROB = 0.01;
 
 /**
  * A model server's readiness: its model list (`list`), then, once each time it becomes ready, what the
- * decider needs of it, asked of the server itself with a few one-token calls:
+ * decider needs of it, asked of the server itself:
  *
- * - its kind and slots (server-profile.ts), given to the upstream adapter, which sends what that server
- *   takes (`id_slot`, `chat_template_kwargs`);
- * - that it continues a prefilled assistant message rather than closing it and opening a new turn (the
- *   prompt's tokens with a one-character prefill are the generation prompt's plus at most two);
- * - that its `top_logprobs` are the model's raw distribution: they sum to at most 1 and do not change with
- *   the temperature (a server that reports them after sampling reports another distribution).
+ * - its kind and slots (server-profile.ts), given to the chat adapter, which sends what that server takes
+ *   (`id_slot`, `chat_template_kwargs`);
+ * - which protocol it speaks (protocol.ts, LOCALDECIDER_UPSTREAM_PROTOCOL): a server that answers System One
+ *   itself is asked nothing more;
+ * - on the chat path, with a few one-token calls: that it continues a prefilled assistant message rather than
+ *   closing it and opening a new turn (the prompt's tokens with a one-character prefill are the generation
+ *   prompt's plus at most two), and that its `top_logprobs` are the model's raw distribution (they sum to at
+ *   most 1 and do not change with the temperature).
  *
- * A server that fails either is not ready, in plain words, and decisions get 503 (the gate refuses them
- * like a missing model): answers read from it would be wrong.
+ * A server that fails is not ready, in plain words, and decisions get 503 (the gate refuses them like a
+ * missing model): answers read from it would be wrong. The protocol found stays until a new check finds
+ * another, so a server that blips is not asked the other way meanwhile.
  */
 export class ServerCheck implements ReadinessProbe {
   private inspection: Promise<Readiness> | undefined;
+  private found: FoundProtocol | undefined;
 
   constructor(
     private readonly list: ReadinessProbe,
@@ -50,6 +59,25 @@ export class ServerCheck implements ReadinessProbe {
 
   get maxAgeMs(): number | undefined {
     return this.list.maxAgeMs;
+  }
+
+  /** The protocol the last check found; undefined before any check succeeded. */
+  get protocol(): Protocol | undefined {
+    return this.found?.protocol;
+  }
+
+  /** The decision models the server lists (native only): what a client may name besides our own names. */
+  get decisionModels(): readonly string[] {
+    return this.found?.decisionModels ?? [];
+  }
+
+  /**
+   * The server said its model is not a decision model (a 501 on a native call): it is checked again now, and
+   * takes its chat path if that works (the protocol found stays until then).
+   */
+  recheck(): void {
+    this.inspection = undefined;
+    void this.check().catch(() => undefined);
   }
 
   async check(): Promise<Readiness> {
@@ -75,6 +103,36 @@ export class ServerCheck implements ReadinessProbe {
     const profile = await detectServer(this.options);
     this.upstream.profile = profile;
     this.logProfile(profile);
+    const found = await findProtocol({ ...this.options, setting: this.options.protocol, kind: profile.kind });
+    if ("ready" in found) return found;
+    if (found.protocol === "systemone") return this.use(found);
+    const chat = await this.inspectChat();
+    if (chat.ready) return this.use(found);
+    if (chat.ready === false && found.notDecisionModel !== undefined) {
+      // Neither way works: say both, the 501 first (the likelier thing the operator meant to run).
+      return {
+        ...chat,
+        message: `the model server's model is not a decision model (it answered POST /v1/systemone with HTTP 501), and its chat path cannot be used either: ${chat.message}`,
+      };
+    }
+    return chat;
+  }
+
+  private use(found: FoundProtocol): Readiness {
+    if (found.protocol !== this.found?.protocol) {
+      this.options.logger.info("model server protocol", {
+        server: this.options.baseURL,
+        protocol: found.protocol,
+        how: found.how,
+        ...(found.protocol === "systemone" ? { decisionModels: found.decisionModels.slice(0, 20) } : {}),
+      });
+    }
+    this.found = found;
+    return { ready: true };
+  }
+
+  /** The chat path's checks: the prefill is continued and the reported logprobs are the raw distribution. */
+  private async inspectChat(): Promise<Readiness> {
     const signal = AbortSignal.timeout(this.options.timeoutMs);
     const prefilled = [...MESSAGES, { role: "assistant" as const, content: PREFILL }];
     // A plain chat call (a new assistant turn), and the same with the prefill, then again hotter.

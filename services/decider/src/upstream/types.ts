@@ -1,6 +1,11 @@
+import type { JsonValue } from "@localdecider/contracts";
+import type { Entry } from "@localdecider/contracts/decider";
+
 /**
  * The upstream port: what the decider asks of a model (a model server, or the embedded engine) and what it
- * gets back. decide/ and upstream/ both import these; nothing here imports either.
+ * gets back. decide/ and upstream/ both import these; nothing here imports either. Two protocols stand
+ * behind it: the chat probe (Upstream: one token after a prefilled answer, read from its logprobs) and the
+ * native System One call (NativeUpstream: the server answers a prompt's questions itself).
  */
 
 export interface ChatMessage {
@@ -97,6 +102,58 @@ export interface Upstream {
   probeMany?(requests: readonly ProbeRequest[], options: ProbeOptions): Promise<ProbeResult[]>;
 }
 
+/** What a model server speaks, as its start-up check found (LOCALDECIDER_UPSTREAM_PROTOCOL). */
+export type Protocol = "systemone" | "chat";
+
+/**
+ * One question of a native call: a part of the plan (a whole question, a chunk of a big choice, or the final
+ * round among the chunks' leaders), sent under the client's own question name.
+ */
+export interface NativeQuestion {
+  key: string;
+  type: "noul" | "choice" | "score";
+  instructions: Entry | undefined;
+  /** choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false". */
+  options: readonly { label: string; description: Entry | undefined }[];
+}
+
+/** One `POST /v1/systemone` call: one prompt of the plan, at most QUESTIONS_PER_CALL questions. */
+export interface NativeCall {
+  /** The model asked for upstream: LOCALDECIDER_UPSTREAM_MODEL, or a decision model the client named. */
+  model: string;
+  /** The client's state, as it sent it: the server renders it. */
+  state: JsonValue;
+  questions: readonly NativeQuestion[];
+}
+
+/** What a native call brought back: each answer as the server sent it (checked by decide/), and the usage. */
+export interface NativeResult {
+  /** By question key. Unknown to the decider until checked against its call; never passed on as is. */
+  answers: Readonly<Record<string, unknown>>;
+  usage: ProbeUsage;
+}
+
+/**
+ * A model server that speaks System One itself: one call answers a prompt's questions, each with the server's
+ * own distribution (llama.cpp's decision models, Ollama, LiteLLM, a hosted Jev).
+ */
+export interface NativeUpstream {
+  readonly protocol: "systemone";
+  /**
+   * Most options one question may have for `model` on this server: learned from its 422 (or 413), else the
+   * documented value for the model's type (openjev and nimble 52, the others 255).
+   */
+  optionLimit(model: string): number;
+  decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult>;
+}
+
+/** Either protocol's adapter, as a model server's current one (the chat probe unless it speaks System One). */
+export type ModelPort = Upstream | NativeUpstream;
+
+export function isNative(port: ModelPort): port is NativeUpstream {
+  return "protocol" in port && port.protocol === "systemone";
+}
+
 /**
  * How an upstream call failed, classified once where it failed (upstream/failure.ts classifies a server's
  * answer; the embedded engine reports its kinds directly). `detail` is for the log only: it may hold the
@@ -119,6 +176,14 @@ export type UpstreamFailure =
   | { kind: "not_ready"; status: number; retryAfter?: string; detail: string }
   /** A 200 whose body lacks what every answer needs (no choice). */
   | { kind: "malformed"; detail: string }
+  /** A native server's 413 for the size of a call (its prompt-token budget): smaller calls may pass. */
+  | { kind: "too_large"; detail: string }
+  /** A native server's refusal of what the client asked (422, or images a model cannot take): the client's to fix. */
+  | { kind: "refused"; status: number; reason: string; detail: string }
+  /** A native server's 422 (or 413) naming the most options one question may have for this model. */
+  | { kind: "option_limit"; limit: number; detail: string }
+  /** A native server's 501: the model it holds is not a decision model. */
+  | { kind: "not_decision_model"; detail: string }
   /** Any other error status. */
   | { kind: "server_error"; status: number; detail: string };
 

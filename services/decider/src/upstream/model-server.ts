@@ -1,0 +1,82 @@
+import type { Logger } from "@localdecider/service-kit";
+import { upstreamAddress, upstreamAuthorization } from "./address";
+import { OpenAIUpstream } from "./openai-upstream";
+import type { PoolServer } from "./pool";
+import type { ProtocolSetting } from "./protocol";
+import { ModelListProbe } from "./readiness";
+import { ServerCheck } from "./server-check";
+import { SystemOneUpstream } from "./systemone-upstream";
+import type { ModelPort, Protocol, Upstream } from "./types";
+
+export interface ModelServerOptions {
+  /** One address of LOCALDECIDER_UPSTREAM, as configured (credentials in it become basic auth). */
+  address: string;
+  /** LOCALDECIDER_UPSTREAM_MODEL. */
+  model: string;
+  /** LOCALDECIDER_UPSTREAM_API_KEY. */
+  apiKey: string | undefined;
+  /** LOCALDECIDER_TIMEOUT in ms: a backstop for each call (the decision's own deadline comes first). */
+  timeoutMs: number;
+  /** LOCALDECIDER_MAX_INFLIGHT, compared with a llama.cpp server's slots. */
+  maxInflight: number;
+  allowNoLogprobs: boolean;
+  /** LOCALDECIDER_UPSTREAM_PROTOCOL. */
+  protocol: ProtocolSetting;
+  logger: Logger;
+  /** Tests put a recorder in front of the chat adapter. */
+  wrapChat?: (chat: Upstream) => Upstream;
+}
+
+/**
+ * One model server of LOCALDECIDER_UPSTREAM: both protocols' adapters behind the one port, and its start-up
+ * check, which finds the protocol it speaks. `upstream` is the adapter of that protocol (the chat adapter
+ * until a check found the server speaks System One).
+ */
+export class ModelServer implements PoolServer {
+  readonly id: string;
+  readonly probe: ServerCheck;
+  readonly chat: OpenAIUpstream;
+  readonly native: SystemOneUpstream;
+  private readonly chatPort: Upstream;
+
+  constructor(options: ModelServerOptions) {
+    const address = upstreamAddress(options.address);
+    const authorization = upstreamAuthorization(options.apiKey, address.basicAuth);
+    const { baseURL } = address;
+    const { model, timeoutMs } = options;
+    this.id = address.display;
+    this.chat = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs });
+    this.chatPort = options.wrapChat?.(this.chat) ?? this.chat;
+    this.native = new SystemOneUpstream({
+      baseURL,
+      authorization,
+      timeoutMs,
+      onNotDecisionModel: () => this.probe.recheck(),
+    });
+    // The start-up checks wait at most 10 s for an answer, whatever the decisions' timeout.
+    const checkMs = Math.min(timeoutMs, 10_000);
+    const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: checkMs });
+    this.probe = new ServerCheck(list, this.chat, {
+      baseURL,
+      authorization,
+      timeoutMs: checkMs,
+      model,
+      protocol: options.protocol,
+      maxInflight: options.maxInflight,
+      allowNoLogprobs: options.allowNoLogprobs,
+      logger: options.logger,
+    });
+  }
+
+  get upstream(): ModelPort {
+    return this.probe.protocol === "systemone" ? this.native : this.chatPort;
+  }
+
+  get protocol(): Protocol | undefined {
+    return this.probe.protocol;
+  }
+
+  get decisionModels(): readonly string[] {
+    return this.probe.protocol === "systemone" ? this.probe.decisionModels : [];
+  }
+}

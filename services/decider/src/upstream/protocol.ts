@@ -1,0 +1,210 @@
+import type { Readiness } from "./readiness";
+import type { ServerKind } from "./server-profile";
+import type { Protocol } from "./types";
+
+/** LOCALDECIDER_UPSTREAM_PROTOCOL: find out per server (`auto`), or take the one named. */
+export type ProtocolSetting = "auto" | Protocol;
+
+/** What the start-up check found a server speaks. */
+export interface FoundProtocol {
+  protocol: Protocol;
+  /** How it was told, for the log: `configured`, `model list`, `ollama capabilities`, `probe`. */
+  how: string;
+  /** Native: the decision models the server lists (a client may name them); always holds the configured one. */
+  decisionModels: string[];
+  /** The server's 501 on the probe, when the chat path is tried because its model is not a decision model. */
+  notDecisionModel?: string;
+}
+
+export interface ProtocolQuery {
+  /** The server's address with `/v1`. */
+  baseURL: string;
+  authorization: string | undefined;
+  timeoutMs: number;
+  /** LOCALDECIDER_UPSTREAM_MODEL. */
+  model: string;
+  setting: ProtocolSetting;
+  /** What server-profile.ts read from the model list (`ollama` has its capabilities at /api/show). */
+  kind: ServerKind;
+}
+
+/** The most of an Ollama server's other models whose capabilities are asked, to offer them to clients. */
+export const OLLAMA_SHOW_LIMIT = 32;
+
+/** The probe's own request: one question, small, the same every time, valid under llama.cpp's rules. */
+export const PROBE_BODY = {
+  state: "This is the decider's start-up check.",
+  questions: { check: { type: "noul", instructions: "Is this a start-up check?" } },
+};
+
+/**
+ * Which protocol a model server speaks, from what it publishes first, a probe last:
+ *
+ * - llama.cpp (b11361+) lists `"decisions"` in `data[].architecture.output_modalities` of `GET /v1/models`
+ *   for a decision model (tools/server/README.md, "GET /models"), and `["text"]` (no "decisions") otherwise;
+ * - Ollama lists `decision` in the `capabilities` of `POST /api/show` (0.35+, /work/shared/SYSTEMONE.md);
+ * - anything else is asked once: `POST /v1/systemone` with PROBE_BODY. 200 (or a 422 on the request, which
+ *   only a server that reads System One bodies gives) is native; 501 "not a decision model", a 404 or any
+ *   other refusal is the chat path; a 429, a 5xx or no answer decides nothing (asked again at the next check).
+ *
+ * `systemone` skips what is published but still probes, so that a server which cannot answer is not ready
+ * (501: not a decision model; 404: no such route) rather than failing every decision. `chat` sends nothing.
+ * Returns the protocol, or a not-ready answer naming why; throws when the server could not be asked.
+ */
+export async function findProtocol(query: ProtocolQuery): Promise<FoundProtocol | Readiness> {
+  if (query.setting === "chat") return { protocol: "chat", how: "configured", decisionModels: [] };
+  const listed = await decisionModelsListed(query);
+  if (query.setting === "auto") {
+    const published = listed.published.get(query.model);
+    if (published !== undefined) {
+      return published
+        ? { protocol: "systemone", how: "model list", decisionModels: withModel(listed.decision, query.model) }
+        : { protocol: "chat", how: "model list", decisionModels: [] };
+    }
+    if (query.kind === "ollama") {
+      const capabilities = await ollamaCapabilities(query, query.model);
+      if (capabilities !== undefined) {
+        if (!capabilities.includes("decision"))
+          return { protocol: "chat", how: "ollama capabilities", decisionModels: [] };
+        const others = await ollamaDecisionModels(query, listed.ids);
+        return { protocol: "systemone", how: "ollama capabilities", decisionModels: withModel(others, query.model) };
+      }
+    }
+  }
+  const probe = await probeSystemOne(query);
+  if (probe.native) {
+    return {
+      protocol: "systemone",
+      how: query.setting === "auto" ? "probe" : "configured",
+      decisionModels: withModel(listed.decision, query.model),
+    };
+  }
+  if (query.setting === "systemone") {
+    return {
+      ready: false,
+      message:
+        probe.status === 501
+          ? "LOCALDECIDER_UPSTREAM_PROTOCOL is systemone but the model server's model is not a decision model (it answered POST /v1/systemone with HTTP 501); set it to auto to use the server's chat path"
+          : `LOCALDECIDER_UPSTREAM_PROTOCOL is systemone but the model server does not answer POST /v1/systemone (HTTP ${probe.status})`,
+      modelMissing: true,
+      detail: probe.message,
+    };
+  }
+  return {
+    protocol: "chat",
+    how: "probe",
+    decisionModels: [],
+    ...(probe.status === 501 ? { notDecisionModel: probe.message } : {}),
+  };
+}
+
+function withModel(models: readonly string[], model: string): string[] {
+  return [...new Set([model, ...models])];
+}
+
+interface Listed {
+  /** Every model id (and alias) the list names. */
+  ids: string[];
+  /** Ids whose entry publishes its output modalities: true when they include "decisions". */
+  published: Map<string, boolean>;
+  /** The ids published as decision models. */
+  decision: string[];
+}
+
+/** The server's `GET /v1/models`, read for what each entry publishes; an unreadable list publishes nothing. */
+async function decisionModelsListed(query: ProtocolQuery): Promise<Listed> {
+  const listed: Listed = { ids: [], published: new Map(), decision: [] };
+  let body: unknown;
+  try {
+    body = await request(query, "GET", `${query.baseURL}/models`);
+  } catch {
+    return listed;
+  }
+  const data = isObject(body) && Array.isArray(body.data) ? body.data : [];
+  for (const entry of data) {
+    if (!isObject(entry) || typeof entry.id !== "string") continue;
+    // llama.cpp names a model by its alias too (`aliases`); a client may use either.
+    const names = [entry.id, ...(Array.isArray(entry.aliases) ? entry.aliases : [])].filter(
+      (n): n is string => typeof n === "string" && n !== "",
+    );
+    listed.ids.push(...names);
+    const outputs = isObject(entry.architecture) ? entry.architecture.output_modalities : undefined;
+    if (!Array.isArray(outputs)) continue;
+    const decides = outputs.includes("decisions");
+    for (const name of names) listed.published.set(name, decides);
+    if (decides) listed.decision.push(...names);
+  }
+  return listed;
+}
+
+/** An Ollama model's `capabilities` from `POST /api/show`, or undefined when the server does not say. */
+async function ollamaCapabilities(query: ProtocolQuery, model: string): Promise<string[] | undefined> {
+  try {
+    const body = await request(query, "POST", `${rootOf(query.baseURL)}/api/show`, { model });
+    const capabilities = isObject(body) ? body.capabilities : undefined;
+    return Array.isArray(capabilities) ? capabilities.filter((c): c is string => typeof c === "string") : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The decision models among an Ollama server's others (the first OLLAMA_SHOW_LIMIT of its list). */
+async function ollamaDecisionModels(query: ProtocolQuery, ids: readonly string[]): Promise<string[]> {
+  const others = ids.filter((id) => id !== query.model).slice(0, OLLAMA_SHOW_LIMIT);
+  const capabilities = await Promise.all(others.map((id) => ollamaCapabilities(query, id)));
+  return others.filter((_, i) => capabilities[i]?.includes("decision") === true);
+}
+
+/** One `POST /v1/systemone` with PROBE_BODY: whether the server speaks System One for the model, and its status. */
+async function probeSystemOne(query: ProtocolQuery): Promise<{ native: boolean; status: number; message: string }> {
+  const response = await fetch(`${query.baseURL}/systemone`, {
+    method: "POST",
+    headers: headersOf(query, true),
+    body: JSON.stringify({ model: query.model, ...PROBE_BODY }),
+    signal: AbortSignal.timeout(query.timeoutMs),
+  });
+  const text = await response.text();
+  if (response.status === 429 || (response.status >= 500 && response.status !== 501)) {
+    throw new Error(`POST ${query.baseURL}/systemone answered HTTP ${response.status}`);
+  }
+  if (response.status === 200) {
+    const body = parsed(text);
+    return { native: isObject(body) && isObject(body.answers), status: 200, message: "" };
+  }
+  return { native: response.status === 422, status: response.status, message: text.slice(0, 500) };
+}
+
+async function request(query: ProtocolQuery, method: "GET" | "POST", url: string, body?: unknown): Promise<unknown> {
+  const response = await fetch(url, {
+    method,
+    headers: headersOf(query, body !== undefined),
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(query.timeoutMs),
+  });
+  if (!response.ok) throw new Error(`${method} ${url} answered HTTP ${response.status}`);
+  return response.json();
+}
+
+function headersOf(query: ProtocolQuery, json: boolean): Record<string, string> {
+  return {
+    ...(json ? { "content-type": "application/json" } : {}),
+    ...(query.authorization === undefined ? {} : { Authorization: query.authorization }),
+  };
+}
+
+function parsed(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The server's own root, without the `/v1` (Ollama's `/api/show` lives there). */
+export function rootOf(baseURL: string): string {
+  return baseURL.replace(/\/v1\/?$/, "");
+}

@@ -1,0 +1,176 @@
+import type { JsonValue } from "@localdecider/contracts";
+import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
+import { createHttpFetch } from "./http-fetch";
+import {
+  type NativeCall,
+  type NativeQuestion,
+  type NativeResult,
+  type NativeUpstream,
+  type ProbeOptions,
+  UpstreamError,
+} from "./types";
+
+export interface SystemOneUpstreamOptions {
+  /** The server's address with `/v1` (the route is `{baseURL}/systemone`). */
+  baseURL: string;
+  /** The Authorization header to send (see upstreamAuthorization), or none. */
+  authorization: string | undefined;
+  /** A backstop only: the decision's own deadline (its signal) ends a call first. */
+  timeoutMs: number;
+  /** Told when the server answers 501 for a call without images: its model is not a decision model (any more). */
+  onNotDecisionModel?: () => void;
+}
+
+/**
+ * Options one question may have, per model type, as llama.cpp documents them (tools/server/README.md, "POST
+ * /v1/systemone": "52 for openjev, 255 for laya, clef, pplx-decider, lfm2-d1 and lfm2-d1-omni"; openjev names
+ * options A-Z a-z, one token each) and /work/shared/SYSTEMONE.md (nimble 52 too). A model's type is read from
+ * its name; any other name gets 255 (TypeSafe's own ceiling), and a server that takes fewer says so in its 422.
+ */
+export function documentedOptionLimit(model: string): number {
+  return /openjev|nimble/i.test(model) ? 52 : 255;
+}
+
+/**
+ * The adapter for a model server that speaks System One itself: one `POST {upstream}/v1/systemone` per prompt
+ * of the plan, its questions under the client's own names, and back the server's answers and usage. It checks
+ * only the envelope (a JSON object with an `answers` object); each answer is checked against its question by
+ * the decider (decide/native.ts), in the one place both protocols' answers are read. Its HTTP is node:http over
+ * kept-alive connections (http-fetch.ts), as the chat adapter's.
+ */
+export class SystemOneUpstream implements NativeUpstream {
+  readonly protocol = "systemone";
+  private readonly fetch = createHttpFetch();
+  /** Option limits a server's 422 taught, per model (they only ever go down). */
+  private readonly learned = new Map<string, number>();
+
+  constructor(private readonly options: SystemOneUpstreamOptions) {}
+
+  optionLimit(model: string): number {
+    return this.learned.get(model) ?? documentedOptionLimit(model);
+  }
+
+  async decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult> {
+    const body = JSON.stringify(wireBody(call));
+    const response = await this.post(body, options.signal);
+    if (response.status !== 200) throw this.failed(call, response);
+    return resultOf(response.text);
+  }
+
+  /**
+   * One POST; a kept-alive connection cut as it went out is tried once more (the call changes nothing on the
+   * server before it answers). `signal` is the decision's: its deadline or its client going away.
+   */
+  private async post(body: string, signal: AbortSignal): Promise<{ status: number; text: string; headers: Headers }> {
+    const backstop = AbortSignal.timeout(this.options.timeoutMs + 1000);
+    const both = AbortSignal.any([signal, backstop]);
+    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
+    if (this.options.authorization !== undefined) headers.authorization = this.options.authorization;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const response = await this.fetch(`${this.options.baseURL}/systemone`, {
+          method: "POST",
+          headers,
+          body,
+          signal: both,
+        });
+        return { status: response.status, text: await response.text(), headers: response.headers };
+      } catch (err) {
+        if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
+        if (backstop.aborted) throw new UpstreamError({ kind: "timeout" });
+        const failure = classifyTransport(err);
+        if (retryOnNewConnection(failure)) {
+          if (attempt === 0) continue;
+          throw new UpstreamError({ kind: "unreachable", detail: "detail" in failure ? failure.detail : "" });
+        }
+        throw new UpstreamError(failure);
+      }
+    }
+  }
+
+  /** A non-200 answer, classified once; an option limit is remembered for the model, a 501 reported. */
+  private failed(call: NativeCall, response: { status: number; text: string; headers: Headers }): UpstreamError {
+    const failure = classifyNativeStatus(
+      response.status,
+      errorMessage(response.text),
+      response.headers.get("retry-after") ?? undefined,
+      false,
+    );
+    if (failure.kind === "option_limit") {
+      this.learned.set(call.model, Math.min(failure.limit, this.optionLimit(call.model)));
+    }
+    if (failure.kind === "not_decision_model") this.options.onNotDecisionModel?.();
+    return new UpstreamError(failure);
+  }
+}
+
+/** The request body: the model, the state as the client sent it, and each question under its own name. */
+export function wireBody(call: NativeCall): Record<string, JsonValue> {
+  return {
+    model: call.model,
+    state: call.state,
+    questions: Object.fromEntries(call.questions.map((q) => [q.key, wireQuestion(q)])),
+  };
+}
+
+function wireQuestion(q: NativeQuestion): Record<string, JsonValue> {
+  const wire: Record<string, JsonValue> = { type: q.type };
+  if (q.instructions !== undefined) wire.instructions = q.instructions;
+  switch (q.type) {
+    case "choice":
+      wire.criteria = Object.fromEntries(q.options.map((o) => [o.label, o.description ?? null]));
+      break;
+    case "score":
+      wire.criteria = q.options.map((o) => o.description ?? null);
+      break;
+    case "noul": {
+      // Only the descriptions the client gave: an absent one leaves the server's own default wording.
+      const described = q.options.filter((o) => o.description !== undefined);
+      if (described.length > 0) {
+        wire.criteria = Object.fromEntries(described.map((o) => [o.label, o.description ?? null]));
+      }
+      break;
+    }
+  }
+  return wire;
+}
+
+/** The answers and usage of a 200; only an envelope without an `answers` object is malformed here. */
+function resultOf(text: string): NativeResult {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new UpstreamError({ kind: "malformed", detail: `the body is not JSON: ${text.slice(0, 200)}` });
+  }
+  const answers = isObject(body) ? body.answers : undefined;
+  if (!isObject(answers)) {
+    throw new UpstreamError({ kind: "malformed", detail: "the body has no answers object" });
+  }
+  const usage = isObject(body) && isObject(body.usage) ? body.usage : {};
+  return { answers, usage: { input: count(usage.input_tokens), output: count(usage.output_tokens) } };
+}
+
+/** A token count as the server reported it; anything but a whole non-negative number counts as none. */
+function count(value: unknown): number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 0;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The message of an error body: `{"error":{"message"}}` (llama.cpp, Jev), `{"error":"…"}` (Ollama), or the text. */
+function errorMessage(text: string): string {
+  try {
+    const body: unknown = JSON.parse(text);
+    if (isObject(body)) {
+      if (isObject(body.error) && typeof body.error.message === "string") return body.error.message;
+      if (typeof body.error === "string") return body.error;
+      if (typeof body.message === "string") return body.message;
+    }
+  } catch {
+    // Not JSON: the text itself.
+  }
+  return text.slice(0, 1000);
+}
