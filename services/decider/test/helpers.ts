@@ -197,7 +197,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
 }
 
 /** The harness's app listening on a real port (for the SDK and for disconnects). */
-export async function listen(h: Harness): Promise<{ url: string; close: () => Promise<void> }> {
+export async function listen(h: Pick<Harness, "app" | "logger">): Promise<{ url: string; close: () => Promise<void> }> {
   const running = await serve(h.app, { host: "127.0.0.1", port: 0, logger: h.logger, drainTimeoutMs: 1000 });
   return { url: `http://127.0.0.1:${running.port}`, close: running.close };
 }

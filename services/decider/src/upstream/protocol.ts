@@ -12,7 +12,10 @@ export interface FoundProtocol {
   how: string;
   /** Native: the decision models the server lists (a client may name them); always holds the configured one. */
   decisionModels: string[];
-  /** The server's 501 on the probe, when the chat path is tried because its model is not a decision model. */
+  /**
+   * Chat because the server said its model is not a decision model (its model list, its capabilities, a 501 on
+   * the probe): how it said so, for /ready when the chat path fails too.
+   */
   notDecisionModel?: string;
 }
 
@@ -59,13 +62,24 @@ export async function findProtocol(query: ProtocolQuery): Promise<FoundProtocol 
     if (published !== undefined) {
       return published
         ? { protocol: "systemone", how: "model list", decisionModels: withModel(listed.decision, query.model) }
-        : { protocol: "chat", how: "model list", decisionModels: [] };
+        : {
+            protocol: "chat",
+            how: "model list",
+            decisionModels: [],
+            notDecisionModel: 'its model list does not name it a decision model (no "decisions" output)',
+          };
     }
     if (query.kind === "ollama") {
       const capabilities = await ollamaCapabilities(query, query.model);
       if (capabilities !== undefined) {
-        if (!capabilities.includes("decision"))
-          return { protocol: "chat", how: "ollama capabilities", decisionModels: [] };
+        if (!capabilities.includes("decision")) {
+          return {
+            protocol: "chat",
+            how: "ollama capabilities",
+            decisionModels: [],
+            notDecisionModel: "its capabilities (POST /api/show) do not include decision",
+          };
+        }
         const others = await ollamaDecisionModels(query, listed.ids);
         return { protocol: "systemone", how: "ollama capabilities", decisionModels: withModel(others, query.model) };
       }
@@ -94,7 +108,7 @@ export async function findProtocol(query: ProtocolQuery): Promise<FoundProtocol 
     protocol: "chat",
     how: "probe",
     decisionModels: [],
-    ...(probe.status === 501 ? { notDecisionModel: probe.message } : {}),
+    ...(probe.status === 501 ? { notDecisionModel: "it answered POST /v1/systemone with HTTP 501" } : {}),
   };
 }
 

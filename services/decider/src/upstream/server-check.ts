@@ -106,16 +106,26 @@ export class ServerCheck implements ReadinessProbe {
     const found = await findProtocol({ ...this.options, setting: this.options.protocol, kind: profile.kind });
     if ("ready" in found) return found;
     if (found.protocol === "systemone") return this.use(found);
-    const chat = await this.inspectChat();
-    if (chat.ready) return this.use(found);
-    if (chat.ready === false && found.notDecisionModel !== undefined) {
-      // Neither way works: say both, the 501 first (the likelier thing the operator meant to run).
-      return {
-        ...chat,
-        message: `the model server's model is not a decision model (it answered POST /v1/systemone with HTTP 501), and its chat path cannot be used either: ${chat.message}`,
+    const why = found.notDecisionModel;
+    let chat: Readiness;
+    try {
+      chat = await this.inspectChat();
+    } catch (err) {
+      if (why === undefined) throw err;
+      chat = {
+        ready: false,
+        message: "its chat completions failed",
+        modelMissing: true,
+        detail: rootCauseMessage(err),
       };
     }
-    return chat;
+    if (chat.ready) return this.use(found);
+    if (why === undefined) return chat;
+    // Neither way works: say both, the decision model first (the likelier thing the operator meant to run).
+    return {
+      ...chat,
+      message: `the model server's model is not a decision model (${why}), and its chat path cannot be used either: ${chat.message}`,
+    };
   }
 
   private use(found: FoundProtocol): Readiness {

@@ -106,6 +106,10 @@ export class FakeUpstream {
   rawLogprobs = true;
   /** Whether the inspection's calls get logprobs at all (a server that never reports them: false). */
   inspectionLogprobs = true;
+  /** Answers POST /v1/systemone with llama.cpp's 501 "not a decision model" (else 404, as before b11361). */
+  notDecisionModel = false;
+  /** POST /v1/systemone calls answered 501. */
+  systemOneCalls = 0;
   /** The decider's start-up inspection calls (kept apart from `calls` and `requests`, which are probes). */
   inspections: Record<string, unknown>[] = [];
 
@@ -177,6 +181,14 @@ export class FakeUpstream {
     }
     if (req.method === "GET" && url === "/props" && this.flavour === "llama") {
       return send(res, 200, { total_slots: this.slots, build_info: "b10573-fake" });
+    }
+    if (req.method === "POST" && url === "/v1/systemone" && this.notDecisionModel) {
+      // A llama-server (b11361+) holding a chat model: its decision route refuses with 501 (llama.cpp
+      // tools/server/tests/unit/test_systemone.py, test_systemone_not_a_decision_model_is_501).
+      this.systemOneCalls += 1;
+      return send(res, 501, {
+        error: { code: 501, message: "This model is not a decision model", type: "not_supported_error" },
+      });
     }
     if (req.method !== "POST" || url !== "/v1/chat/completions") return send(res, 404, { error: "no route" });
     const started = performance.now();
