@@ -377,8 +377,8 @@ export class FakeSystemOne {
     fault: SystemOneFault | undefined,
   ): unknown {
     const answers: Record<string, unknown> = {};
-    // A fault spoils the first question it can: an unknown label needs a choice or a score.
-    const spoiled = fault === "unknownLabel" ? questions.findIndex((q) => q.type !== "noul") : 0;
+    // A fault spoils the first question it can: an unknown label or a wrong sum needs a choice or a score.
+    const spoiled = fault === "unknownLabel" || fault === "badSum" ? questions.findIndex((q) => q.type !== "noul") : 0;
     for (const [i, q] of questions.entries()) {
       const weights = this.script(q, request);
       const total = q.labels.reduce((sum, label) => sum + (weights[label] ?? 0), 0);
@@ -406,11 +406,11 @@ export class FakeSystemOne {
     if (fault === "wrongType") return { type: q.type === "noul" ? "score" : "noul", noul: 0.5 };
     if (q.type === "noul") {
       const p = probabilities.true as number;
-      return { type: "noul", noul: fault === "notNumber" ? String(p) : fault === "badSum" ? 1.5 : p, ...extra };
+      return { type: "noul", noul: fault === "notNumber" ? String(p) : p, ...extra };
     }
     const shown: Record<string, unknown> = { ...probabilities };
     if (fault === "unknownLabel") shown["not-asked"] = 0;
-    if (fault === "badSum") shown[q.labels[0] as string] = (probabilities[q.labels[0] as string] as number) - 0.1;
+    if (fault === "badSum") for (const label of q.labels) shown[label] = 0.9 * (probabilities[label] as number);
     if (fault === "notNumber") shown[q.labels[0] as string] = String(probabilities[q.labels[0] as string]);
     const values = q.labels.map((label) => probabilities[label] as number);
     const best = values.indexOf(Math.max(...values));

@@ -22,7 +22,7 @@ describe("a native System One server's faults", () => {
     it.each<[SystemOneFault, string[]]>([
       ["missingAnswer", ["q0"]],
       ["unknownLabel", ["q1"]],
-      ["badSum", ["q0"]],
+      ["badSum", ["q1"]],
       ["notNumber", ["q0"]],
       ["wrongType", ["q0"]],
       ["notJson", ["q0", "q1", "q2"]],
