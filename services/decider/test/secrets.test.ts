@@ -29,7 +29,7 @@ describe("secrets", () => {
       expect((await request(d.app).post("/v1/systemone").send(decision)).status).toBe(200);
       const ready = await request(d.app).get("/ready");
       expect(ready.status).toBe(200);
-      expect(ready.body).toStrictEqual({ status: "ready", upstream: base, model: "test-model" });
+      expect(ready.body).toStrictEqual({ status: "ready", upstream: base, model: "test-model", protocol: "chat" });
       const basic = `Basic ${Buffer.from(`decider:${PASSWORD}`).toString("base64")}`;
       expect(fake.authorizations.length).toBeGreaterThanOrEqual(3);
       for (const header of fake.authorizations) expect(header).toBe(basic);

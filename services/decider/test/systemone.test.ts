@@ -183,7 +183,12 @@ describe("POST /v1/systemone", () => {
       [
         "unknown question type",
         { model: "localdecider", state: null, questions: { q1: { type: "maybe" } } },
-        [{ path: "questions.q1.type", message: "Invalid discriminator value. Expected 'noul' | 'choice' | 'score'" }],
+        [
+          {
+            path: "questions.q1.type",
+            message: "Invalid discriminator value. Expected 'noul' | 'choice' | 'score' | 'box'",
+          },
+        ],
       ],
       [
         "choice criteria of the wrong type",

@@ -45,13 +45,24 @@ export function answersOf(
         split === undefined
           ? (whole.get(name) as number[])
           : recombineChunks(split, finals.get(name) as number[]).flat();
-      return [name, toAnswer(question, calibration === undefined ? dist : calibration.apply(name, question, dist))];
+      // A box's edges are no distribution: the calibration's temperatures apply to the others only.
+      const calibrated =
+        calibration === undefined || question.type === "box" ? dist : calibration.apply(name, question, dist);
+      return [name, toAnswer(question, calibrated)];
     }),
   );
 }
 
+/**
+ * A question's answer from its final distribution (a box: from its edges and confidence, in native.ts's
+ * BOX_FIELDS order).
+ */
 export function toAnswer(question: Question, dist: number[]): Answer {
   switch (question.type) {
+    case "box": {
+      const [top, bottom, left, right, confidence] = dist as [number, number, number, number, number];
+      return { type: "box", box: { top, bottom, left, right }, confidence };
+    }
     case "noul":
       return { type: "noul", noul: dist[0] as number };
     case "score": {

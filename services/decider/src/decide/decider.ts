@@ -10,6 +10,7 @@ import type { DeciderObserver } from "../observer";
 import {
   clientError,
   deadlinePassed,
+  imagesNeedNative,
   malformedOutput,
   noLogprobs,
   queueFull,
@@ -81,6 +82,8 @@ interface RequestRun {
   model: string;
   /** The client's state as it sent it: a native call carries it as is (the chat probe renders it). */
   state: JsonValue;
+  /** Jev 1.14's images, passed to every native call of the request. */
+  assets: SystemOneRequest["assets"];
   /** Servers that cannot serve this request (they do not hold the decision model it names). */
   except: ReadonlySet<string>;
   /** When the request's deadline (LOCALDECIDER_TIMEOUT) passes, in performance.now() milliseconds. */
@@ -152,7 +155,7 @@ export class Decider {
   /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
   async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
     const { state, questions } = request;
-    const target = await this.target(request.model);
+    const target = await this.target(request);
     const plan = feasible(planRequest(questions, this.limitsFor(target)));
     // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
     const shown = new ShownState(state, this.options.maxStateChars);
@@ -169,6 +172,7 @@ export class Decider {
         plan,
         model: target.model,
         state: state as JsonValue,
+        assets: request.assets,
         except: target.except,
         deadlineAt: performance.now() + this.options.timeoutSeconds * 1000,
         reservation,
@@ -185,24 +189,29 @@ export class Decider {
   }
 
   /**
-   * The model a request names, as the model asked upstream and the servers that cannot serve it: our own
-   * names (`localdecider`, `jev-latest`, `jev`) are LOCALDECIDER_UPSTREAM_MODEL on every server; another name
-   * must be a decision model a native server lists (llama.cpp's router mode, Ollama), served only there.
+   * The model a request names, as the model asked upstream and the servers that cannot serve the request: our
+   * own names (`localdecider`, `jev-latest`, `jev`) are LOCALDECIDER_UPSTREAM_MODEL on every server; another
+   * name must be a decision model a native server lists (llama.cpp's router mode, Ollama), served only there.
+   * Jev 1.14's images and box questions go to a server that speaks System One itself, or nowhere.
    */
-  private async target(model: string): Promise<{ model: string; except: ReadonlySet<string> }> {
+  private async target(request: SystemOneRequest): Promise<{ model: string; except: ReadonlySet<string> }> {
     const { gate, pool, upstreamModel } = this.options;
-    if (ACCEPTED_MODELS.includes(model)) {
-      await gate.assertServed();
-      return { model: upstreamModel, except: new Set() };
-    }
-    // Which decision models a server lists is known once its start-up check ran.
+    const { model } = request;
+    // Which protocol each server speaks, and which decision models it lists, are known once it was checked.
     await gate.assertServed();
-    const except = new Set(pool.servers.filter((s) => !(s.decisionModels ?? []).includes(model)).map((s) => s.id));
-    if (except.size === pool.servers.length) {
-      const routable = pool.decisionModels().filter((m) => !ACCEPTED_MODELS.includes(m));
-      throw unknownModel(model, [...ACCEPTED_MODELS, ...routable]);
+    const except = new Set<string>();
+    if (!ACCEPTED_MODELS.includes(model)) {
+      for (const s of pool.servers) if (!(s.decisionModels ?? []).includes(model)) except.add(s.id);
+      if (except.size === pool.servers.length) {
+        const routable = pool.decisionModels().filter((m) => !ACCEPTED_MODELS.includes(m));
+        throw unknownModel(model, [...ACCEPTED_MODELS, ...routable]);
+      }
     }
-    return { model, except };
+    if (usesImages(request)) {
+      for (const s of pool.servers) if (!isNative(s.upstream)) except.add(s.id);
+      if (except.size === pool.servers.length) throw imagesNeedNative();
+    }
+    return { model: ACCEPTED_MODELS.includes(model) ? upstreamModel : model, except };
   }
 
   /**
@@ -462,7 +471,12 @@ export class Decider {
     upstream: NativeUpstream,
     parts: Part[],
   ): Promise<Read[]> {
-    const call = { model: run.model, state: run.state, questions: parts.map(nativeQuestionOf) };
+    const call = {
+      model: run.model,
+      state: run.state,
+      questions: parts.map(nativeQuestionOf),
+      ...(run.assets === undefined || Object.keys(run.assets).length === 0 ? {} : { assets: run.assets }),
+    };
     const options = { signal: run.controller.signal, slot: lease.slot };
     for (;;) {
       try {
@@ -619,6 +633,11 @@ export class Decider {
     }
     return { distribution: part.options.map((_, i) => (i === emitted ? 1 : 0)) };
   }
+}
+
+/** Whether a request holds Jev 1.14's images or a box question, which only a native server can answer. */
+function usesImages(request: SystemOneRequest): boolean {
+  return Object.keys(request.assets ?? {}).length > 0 || Object.values(request.questions).some((q) => q.type === "box");
 }
 
 /** Milliseconds a Retry-After asks for: delay-seconds or an HTTP date (RFC 9110, 10.2.3); 1 s without one. */

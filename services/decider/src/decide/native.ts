@@ -1,7 +1,10 @@
 import type { NativeQuestion } from "../upstream/types";
 import type { Part } from "./plan";
 
-/** What one part's call brought back, read: its distribution over the part's options, or why it is malformed. */
+/**
+ * What one part's call brought back, read: its distribution over the part's options (a box: its edges and
+ * confidence, BOX_FIELDS), or why it is malformed.
+ */
 export type Read = { distribution: number[] } | { malformed: string };
 
 /**
@@ -36,6 +39,7 @@ export function readNativeAnswer(part: Part, answer: unknown): Read {
   if (answer.type !== part.kind) {
     return { malformed: `the answer for ${name} has type ${JSON.stringify(answer.type)}, not "${part.kind}"` };
   }
+  if (part.kind === "box") return readBox(name, answer);
   if (part.kind === "noul") {
     const p = answer.noul;
     if (!isProbability(p)) return { malformed: `the answer for ${name} has noul ${shown(p)}, not a probability` };
@@ -70,6 +74,27 @@ export function readNativeAnswer(part: Part, answer: unknown): Read {
     return { malformed: `the probabilities for ${name} sum to ${total}, not 1` };
   }
   return { distribution };
+}
+
+/** A box answer's fields, in the order toAnswer reads them. */
+export const BOX_FIELDS = ["top", "bottom", "left", "right", "confidence"] as const;
+
+/**
+ * A box answer: four edges, each a fraction of the image in [0, 1] (Jev 1.14's clients read them as `top`,
+ * `bottom`, `left` and `right`, beside `confidence`; nested under `box` as the decider answers them is read too),
+ * and a confidence in [0, 1]. The edges are passed on as the server gave them, neither clamped nor reordered.
+ */
+function readBox(name: string, answer: Record<string, unknown>): Read {
+  const edges = isObject(answer.box) ? answer.box : answer;
+  const values: number[] = [];
+  for (const field of BOX_FIELDS) {
+    const value = field === "confidence" ? answer.confidence : edges[field];
+    if (!isProbability(value)) {
+      return { malformed: `the box for ${name} has ${field} ${shown(value)}, not a fraction from 0 to 1` };
+    }
+    values.push(value);
+  }
+  return { distribution: values };
 }
 
 function isProbability(value: unknown): value is number {

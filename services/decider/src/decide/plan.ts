@@ -31,7 +31,11 @@ export interface PartOption {
   description: Entry | undefined;
 }
 
-/** One question as asked in one prompt: a whole question, one chunk of a choice, or a final round. */
+/**
+ * One question as asked in one prompt: a whole question, one chunk of a choice, or a final round. A `box`
+ * question (Jev 1.14, native System One servers only) is one part with no options: its answer is no
+ * distribution but the four edges of a box.
+ */
 export interface Part {
   question: string;
   kind: Question["type"];
@@ -85,6 +89,8 @@ export function partsOf(name: string, question: Question, outcomesPerPart = MAX_
           round: { kind: "whole" },
         },
       ];
+    case "box":
+      return [{ question: name, kind: "box", instructions, options: [], round: { kind: "whole" } }];
     case "choice": {
       const labels = Object.entries(question.criteria);
       const chunks: [string, Entry][][] = [];

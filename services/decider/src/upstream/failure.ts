@@ -161,6 +161,17 @@ export function tooFewOptions(limit: number, question: string, labels: number): 
   );
 }
 
+/**
+ * A request holding Jev 1.14's images or a box question when no model server speaks System One itself: only a
+ * native server can take them (the chat probe reads token probabilities of text).
+ */
+export function imagesNeedNative(): AppError {
+  return deciderError(
+    "invalid_request",
+    "images (assets) and box questions need a model server that answers System One itself (a decision model on llama.cpp, Ollama, or a hosted Jev); no model server of this decider does",
+  );
+}
+
 /** The client-facing text of a native server's 501 for a model that cannot decide. */
 export const NOT_A_DECISION_MODEL = "inference backend returned HTTP 501: its model is not a decision model";
 

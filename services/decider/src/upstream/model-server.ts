@@ -65,6 +65,9 @@ export class ModelServer implements PoolServer {
       maxInflight: options.maxInflight,
       allowNoLogprobs: options.allowNoLogprobs,
       logger: options.logger,
+      onProfile: (profile) => {
+        this.native.serverKind = profile.kind;
+      },
     });
   }
 

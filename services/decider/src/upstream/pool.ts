@@ -61,6 +61,14 @@ export class ServerPool implements ReadinessProbe {
     return this.servers.length === 1 ? this.servers[0]?.probe.maxAgeMs : undefined;
   }
 
+  /**
+   * Whether any server speaks System One itself: only such a server takes Jev 1.14's images (`assets`) and
+   * `box` questions, and a request holding them goes to one of those.
+   */
+  acceptsImages(): boolean {
+    return this.servers.some((s) => s.protocol === "systemone");
+  }
+
   /** The decision models the native servers list: what a client may name besides the decider's own names. */
   decisionModels(): string[] {
     return [...new Set(this.servers.flatMap((s) => s.decisionModels ?? []))];

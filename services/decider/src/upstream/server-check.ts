@@ -18,6 +18,8 @@ export interface ServerCheckOptions {
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS: a server without logprobs is then usable. */
   allowNoLogprobs: boolean;
   logger: Logger;
+  /** Told the server's kind and slots each time they are read (the native adapter sends images by kind). */
+  onProfile?: (profile: ServerProfile) => void;
 }
 
 /** The inspection's own prompt: small, and the same every time. */
@@ -102,6 +104,7 @@ export class ServerCheck implements ReadinessProbe {
   private async inspect(): Promise<Readiness> {
     const profile = await detectServer(this.options);
     this.upstream.profile = profile;
+    this.options.onProfile?.(profile);
     this.logProfile(profile);
     const found = await findProtocol({ ...this.options, setting: this.options.protocol, kind: profile.kind });
     if ("ready" in found) return found;

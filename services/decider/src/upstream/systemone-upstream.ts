@@ -1,6 +1,8 @@
 import type { JsonValue } from "@localdecider/contracts";
+import { IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
 import { createHttpFetch } from "./http-fetch";
+import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
   type NativeQuestion,
@@ -43,6 +45,8 @@ export class SystemOneUpstream implements NativeUpstream {
   private readonly fetch = createHttpFetch();
   /** Option limits a server's 422 taught, per model (they only ever go down). */
   private readonly learned = new Map<string, number>();
+  /** What kind of server answers (its start-up check reads it): llama.cpp and Ollama take images their own way. */
+  serverKind: ServerKind = "unknown";
 
   constructor(private readonly options: SystemOneUpstreamOptions) {}
 
@@ -51,8 +55,9 @@ export class SystemOneUpstream implements NativeUpstream {
   }
 
   async decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult> {
-    const body = JSON.stringify(wireBody(call));
-    const response = await this.post(body, options.signal);
+    const body = JSON.stringify(wireBody(call, this.serverKind));
+    const images = call.assets !== undefined || call.questions.some((q) => q.type === "box");
+    const response = await this.post(body, options.signal, images);
     if (response.status !== 200) throw this.failed(call, response);
     return resultOf(response.text);
   }
@@ -61,10 +66,16 @@ export class SystemOneUpstream implements NativeUpstream {
    * One POST; a kept-alive connection cut as it went out is tried once more (the call changes nothing on the
    * server before it answers). `signal` is the decision's: its deadline or its client going away.
    */
-  private async post(body: string, signal: AbortSignal): Promise<{ status: number; text: string; headers: Headers }> {
+  private async post(
+    body: string,
+    signal: AbortSignal,
+    images: boolean,
+  ): Promise<{ status: number; text: string; headers: Headers }> {
     const backstop = AbortSignal.timeout(this.options.timeoutMs + 1000);
     const both = AbortSignal.any([signal, backstop]);
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
+    // Jev 1.14's images and box questions are opt-in on TypeSafe's API: the client's opt-in is passed on.
+    if (images) headers[IMAGES_HEADER.toLowerCase()] = "true";
     if (this.options.authorization !== undefined) headers.authorization = this.options.authorization;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -94,7 +105,7 @@ export class SystemOneUpstream implements NativeUpstream {
       response.status,
       errorMessage(response.text),
       response.headers.get("retry-after") ?? undefined,
-      false,
+      call.assets !== undefined,
     );
     if (failure.kind === "option_limit") {
       this.learned.set(call.model, Math.min(failure.limit, this.optionLimit(call.model)));
@@ -104,13 +115,27 @@ export class SystemOneUpstream implements NativeUpstream {
   }
 }
 
-/** The request body: the model, the state as the client sent it, and each question under its own name. */
-export function wireBody(call: NativeCall): Record<string, JsonValue> {
-  return {
+/**
+ * The request body: the model, the state as the client sent it, each question under its own name, and Jev
+ * 1.14's `assets` as the client sent them. A server that takes images its own way gets them that way too, in
+ * the assets' order: llama.cpp as `images` data URLs (tools/server/README.md, "POST /v1/systemone": `files`,
+ * alias `images`, placed before the state), Ollama as `images` base64 strings (/work/shared/SYSTEMONE.md). The
+ * names in the text stay as the client wrote them.
+ */
+export function wireBody(call: NativeCall, kind: ServerKind = "unknown"): Record<string, JsonValue> {
+  const body: Record<string, JsonValue> = {
     model: call.model,
     state: call.state,
     questions: Object.fromEntries(call.questions.map((q) => [q.key, wireQuestion(q)])),
   };
+  if (call.assets === undefined) return body;
+  const assets = Object.values(call.assets);
+  body.assets = call.assets as unknown as JsonValue;
+  if (kind === "llama.cpp") {
+    body.images = assets.map((a) => `data:image/${a.format === "jpg" ? "jpeg" : "png"};base64,${a.data_base64}`);
+  }
+  if (kind === "ollama") body.images = assets.map((a) => a.data_base64);
+  return body;
 }
 
 function wireQuestion(q: NativeQuestion): Record<string, JsonValue> {
@@ -122,6 +147,8 @@ function wireQuestion(q: NativeQuestion): Record<string, JsonValue> {
       break;
     case "score":
       wire.criteria = q.options.map((o) => o.description ?? null);
+      break;
+    case "box":
       break;
     case "noul": {
       // Only the descriptions the client gave: an absent one leaves the server's own default wording.

@@ -1,5 +1,5 @@
 import type { JsonValue } from "@localdecider/contracts";
-import type { Entry } from "@localdecider/contracts/decider";
+import type { Entry, ImageAsset } from "@localdecider/contracts/decider";
 
 /**
  * The upstream port: what the decider asks of a model (a model server, or the embedded engine) and what it
@@ -111,9 +111,10 @@ export type Protocol = "systemone" | "chat";
  */
 export interface NativeQuestion {
   key: string;
-  type: "noul" | "choice" | "score";
+  /** `box`: Jev 1.14's question, where in an image a thing is (no options; its answer is four edges). */
+  type: "noul" | "choice" | "score" | "box";
   instructions: Entry | undefined;
-  /** choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false". */
+  /** choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false"; box: none. */
   options: readonly { label: string; description: Entry | undefined }[];
 }
 
@@ -124,6 +125,8 @@ export interface NativeCall {
   /** The client's state, as it sent it: the server renders it. */
   state: JsonValue;
   questions: readonly NativeQuestion[];
+  /** Jev 1.14's images (`assets`), by the names the state and questions reference them by; every call of the request carries them. */
+  assets?: Readonly<Record<string, ImageAsset>>;
 }
 
 /** What a native call brought back: each answer as the server sent it (checked by decide/), and the usage. */

@@ -1,6 +1,6 @@
 import os from "node:os";
 import path from "node:path";
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import { serve } from "@localdecider/service-kit";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";
@@ -59,14 +59,17 @@ describe("the embedded engine", () => {
     recorder.probes = [];
   });
 
-  const decide = (app: DeciderUnderTest["app"], questions: Record<string, Question>) =>
+  const decide = (app: DeciderUnderTest["app"], questions: Record<string, TextQuestion>) =>
     request(app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
 
   /** Every probe of the last request against the engine's exact distribution for it. */
-  async function expectExact(questions: Record<string, Question>, answers: Record<string, Record<string, unknown>>) {
+  async function expectExact(
+    questions: Record<string, TextQuestion>,
+    answers: Record<string, Record<string, unknown>>,
+  ) {
     for (const probe of recorder.probes) {
       const name = probedName(probe);
-      const question = questions[name] as Question;
+      const question = questions[name] as TextQuestion;
       const got = distributionOf(question, answers[name] as Record<string, unknown>);
       const want = await exactDistribution(engine, probe);
       expect(got).toHaveLength(want.length);
@@ -138,7 +141,7 @@ describe("the embedded engine", () => {
       Object.fromEntries(
         Array.from({ length: 16 }, (_, i) => [
           `${prefix}${i}`,
-          { type: "noul", instructions: `Is ${i} odd?` } as Question,
+          { type: "noul", instructions: `Is ${i} odd?` } as TextQuestion,
         ]),
       );
     const res = await decide(d.app, sixteen("q"));
@@ -178,7 +181,7 @@ describe("the embedded engine", () => {
     const running = await serve(d2.app, { host: "127.0.0.1", port: 0, logger: d2.logger, drainTimeoutMs: 1000 });
     try {
       const questions = Object.fromEntries(
-        Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" } as Question]),
+        Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" } as TextQuestion]),
       );
       const sent = await fetch(`http://127.0.0.1:${running.port}/v1/systemone`, {
         method: "POST",

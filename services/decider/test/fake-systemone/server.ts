@@ -43,7 +43,7 @@ export type SystemOneFault =
 /** One question as the fake read it from a call. */
 export interface AskedNativeQuestion {
   key: string;
-  type: "noul" | "choice" | "score";
+  type: "noul" | "choice" | "score" | "box";
   /** noul: "true", "false"; choice: its labels; score: "0".."N-1". */
   labels: string[];
   instructions: unknown;
@@ -95,6 +95,13 @@ export class FakeSystemOne {
   decision = true;
   /** Takes images (a multimodal projector loaded) [README: "Image input"]. */
   vision = false;
+  /**
+   * Answers Jev 1.14's `box` questions (a hosted Jev, or a server that has them); llama.cpp's own validation
+   * knows choice, score and noul only [SOURCE: parse_questions], so it refuses one with 422.
+   */
+  boxes = false;
+  /** A box answer's edges and confidence; `nested` puts the edges under `box`, else beside `confidence`. */
+  box = { top: 0.125, bottom: 0.625, left: 0.25, right: 0.75, confidence: 0.875, nested: false };
   /**
    * Options per question [README: "52 for openjev, 255 for laya..."]; one more is a 422 naming the number
    * [TESTS: test_systemone_option_limit_is_the_models_own; SOURCE: "too many options (%zu), this model supports at most %zu"].
@@ -278,7 +285,7 @@ export class FakeSystemOne {
       if (fault === "notDecision" || !this.decision) {
         throw new Refusal(501, "not_supported_error", "This model is not a decision model");
       }
-      const questions = parseQuestions(request, this.optionLimit);
+      const questions = parseQuestions(request, this.optionLimit, this.boxes);
       const images = parseImages(request);
       // [README] "A request with images returns the error 501 if the model does not support image input".
       if (images > 0 && !this.vision) {
@@ -380,6 +387,16 @@ export class FakeSystemOne {
     // A fault spoils the first question it can: an unknown label or a wrong sum needs a choice or a score.
     const spoiled = fault === "unknownLabel" || fault === "badSum" ? questions.findIndex((q) => q.type !== "noul") : 0;
     for (const [i, q] of questions.entries()) {
+      if (q.type === "box") {
+        const { nested, confidence, ...edges } = this.box;
+        const spoil = i === spoiled && fault === "missingAnswer";
+        if (!spoil) {
+          answers[q.key] = nested
+            ? { type: "box", box: edges, confidence: fault === "notNumber" && i === spoiled ? "high" : confidence }
+            : { type: "box", ...edges, confidence: fault === "notNumber" && i === spoiled ? "high" : confidence };
+        }
+        continue;
+      }
       const weights = this.script(q, request);
       const total = q.labels.reduce((sum, label) => sum + (weights[label] ?? 0), 0);
       const probabilities = Object.fromEntries(q.labels.map((label) => [label, (weights[label] ?? 0) / total]));
@@ -434,7 +451,7 @@ export class FakeSystemOne {
  * test_systemone_invalid_request, test_systemone_instructions_must_carry_content]: 422
  * unprocessable_entity_error, the message naming `questions.<id>`.
  */
-function parseQuestions(request: Record<string, unknown>, optionLimit: number): AskedNativeQuestion[] {
+function parseQuestions(request: Record<string, unknown>, optionLimit: number, boxes = false): AskedNativeQuestion[] {
   const refuse = (message: string) => new Refusal(422, "unprocessable_entity_error", message);
   if (!("state" in request) || request.state === null) throw refuse('"state" must be provided');
   const raw = request.questions;
@@ -477,6 +494,8 @@ function parseQuestions(request: Record<string, unknown>, optionLimit: number): 
         throw err('"criteria" must be an object');
       }
       labels = ["true", "false"];
+    } else if (question.type === "box" && boxes) {
+      labels = [];
     } else {
       throw err('"type" must be one of: choice, score, noul');
     }

@@ -228,8 +228,8 @@ describe("deciders sharing limits through Redis, in front of two model servers",
       const ready = await readyOf(d.url);
       expect(ready.status).toBe(200);
       expect(ready.body.servers).toStrictEqual([
-        { server: urls[0], state: "out", reason: "inference backend unreachable" },
-        { server: urls[1], state: "ready" },
+        { server: urls[0], state: "out", reason: "inference backend unreachable", protocol: "chat" },
+        { server: urls[1], state: "ready", protocol: "chat" },
       ]);
     }
 
