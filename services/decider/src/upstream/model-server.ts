@@ -50,7 +50,6 @@ export class ModelServer implements PoolServer {
     this.native = new SystemOneUpstream({
       baseURL,
       authorization,
-      timeoutMs,
       onNotDecisionModel: () => this.probe.recheck(),
     });
     // The start-up checks wait at most 10 s for an answer, whatever the decisions' timeout.

@@ -1,7 +1,7 @@
 import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
-import { createHttpFetch } from "./http-fetch";
+import { createHttpRequest } from "./http-fetch";
 import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
@@ -17,8 +17,6 @@ export interface SystemOneUpstreamOptions {
   baseURL: string;
   /** The Authorization header to send (see upstreamAuthorization), or none. */
   authorization: string | undefined;
-  /** A backstop only: the decision's own deadline (its signal) ends a call first. */
-  timeoutMs: number;
   /** Told when the server answers 501 for a call without images: its model is not a decision model (any more). */
   onNotDecisionModel?: () => void;
 }
@@ -42,13 +40,16 @@ export function documentedOptionLimit(model: string): number {
  */
 export class SystemOneUpstream implements NativeUpstream {
   readonly protocol = "systemone";
-  private readonly fetch = createHttpFetch();
+  private readonly send = createHttpRequest();
+  private readonly url: URL;
   /** Option limits a server's 422 taught, per model (they only ever go down). */
   private readonly learned = new Map<string, number>();
   /** What kind of server answers (its start-up check reads it): llama.cpp and Ollama take images their own way. */
   serverKind: ServerKind = "unknown";
 
-  constructor(private readonly options: SystemOneUpstreamOptions) {}
+  constructor(private readonly options: SystemOneUpstreamOptions) {
+    this.url = new URL(`${options.baseURL}/systemone`);
+  }
 
   optionLimit(model: string): number {
     return this.learned.get(model) ?? documentedOptionLimit(model);
@@ -64,31 +65,25 @@ export class SystemOneUpstream implements NativeUpstream {
 
   /**
    * One POST; a kept-alive connection cut as it went out is tried once more (the call changes nothing on the
-   * server before it answers). `signal` is the decision's: its deadline or its client going away.
+   * server before it answers). `signal` is the decision's: its deadline (LOCALDECIDER_TIMEOUT, which always
+   * ends it: no timer of its own per call) or its client going away.
    */
   private async post(
     body: string,
     signal: AbortSignal,
     images: boolean,
-  ): Promise<{ status: number; text: string; headers: Headers }> {
-    const backstop = AbortSignal.timeout(this.options.timeoutMs + 1000);
-    const both = AbortSignal.any([signal, backstop]);
+  ): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
     // Jev 1.14's images and box questions are opt-in on TypeSafe's API: the client's opt-in is passed on.
     if (images) headers[IMAGES_HEADER.toLowerCase()] = "true";
     if (this.options.authorization !== undefined) headers.authorization = this.options.authorization;
     for (let attempt = 0; ; attempt++) {
       try {
-        const response = await this.fetch(`${this.options.baseURL}/systemone`, {
-          method: "POST",
-          headers,
-          body,
-          signal: both,
-        });
-        return { status: response.status, text: await response.text(), headers: response.headers };
+        const response = await this.send(this.url, { method: "POST", headers, body: Buffer.from(body), signal });
+        const retryAfter = response.headers["retry-after"];
+        return { status: response.status, text: response.body.toString("utf8"), retryAfter };
       } catch (err) {
         if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
-        if (backstop.aborted) throw new UpstreamError({ kind: "timeout" });
         const failure = classifyTransport(err);
         if (retryOnNewConnection(failure)) {
           if (attempt === 0) continue;
@@ -100,11 +95,14 @@ export class SystemOneUpstream implements NativeUpstream {
   }
 
   /** A non-200 answer, classified once; an option limit is remembered for the model, a 501 reported. */
-  private failed(call: NativeCall, response: { status: number; text: string; headers: Headers }): UpstreamError {
+  private failed(
+    call: NativeCall,
+    response: { status: number; text: string; retryAfter: string | undefined },
+  ): UpstreamError {
     const failure = classifyNativeStatus(
       response.status,
       errorMessage(response.text),
-      response.headers.get("retry-after") ?? undefined,
+      response.retryAfter,
       call.assets !== undefined,
     );
     if (failure.kind === "option_limit") {
