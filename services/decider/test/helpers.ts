@@ -74,6 +74,8 @@ export interface HarnessOptions {
   calibration?: Calibration;
   /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
   sharedRedis?: boolean;
+  /** With sharedRedis: the key prefix (replicas in one test share one); a fresh one by default. */
+  redisPrefix?: string;
 }
 
 /** The machine's Redis, which the Redis-shared tests use (each under a prefix of its own). */
@@ -136,7 +138,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
     options.sharedRedis === true
       ? new RedisLimits({
           url: MACHINE_REDIS,
-          prefix: `localdecider-test:${randomUUID()}:`,
+          prefix: options.redisPrefix ?? `localdecider-test:${randomUUID()}:`,
           maxInflight,
           maxQueue,
           leaseMs: 5000,
