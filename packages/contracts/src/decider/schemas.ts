@@ -136,7 +136,7 @@ export const BackendInfo = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("server"), address: z.string(), model: z.string() }),
   z.object({
     kind: z.literal("embedded"),
-    /** LOCALDECIDER_MODEL, without credentials. */
+    /** LOCALDECIDER_MODEL: an hf: URI, a path, or a URL's scheme, host and path (no credentials, no query). */
     source: z.string(),
     /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
     state: z.string(),
