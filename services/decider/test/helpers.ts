@@ -76,6 +76,8 @@ export interface HarnessOptions {
   sharedRedis?: boolean;
   /** With sharedRedis: the key prefix (replicas in one test share one); a fresh one by default. */
   redisPrefix?: string;
+  /** With sharedRedis: another Redis than the machine's (one that is down, say). */
+  redisUrl?: string;
 }
 
 /** The machine's Redis, which the Redis-shared tests use (each under a prefix of its own). */
@@ -137,7 +139,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
   const shared =
     options.sharedRedis === true
       ? new RedisLimits({
-          url: MACHINE_REDIS,
+          url: options.redisUrl ?? MACHINE_REDIS,
           prefix: options.redisPrefix ?? `localdecider-test:${randomUUID()}:`,
           maxInflight,
           maxQueue,

@@ -1,5 +1,5 @@
 import Bottleneck from "bottleneck";
-import { AbortedError, type LimiterCounts, type SharedLimits, type SlotLease } from "./types";
+import { AbortedError, type LimiterCounts, type SharedLimits, type SlotLease, type Unavailable } from "./types";
 
 /** One model server's slots in this process. */
 interface ServerSlots {
@@ -98,7 +98,7 @@ export class UpstreamLimiter {
   }
 
   /** Undefined when this limiter can admit work; otherwise why not (the shared limits do not answer). */
-  async unavailable(): Promise<string | undefined> {
+  async unavailable(): Promise<Unavailable | undefined> {
     return this.shared?.unavailable();
   }
 

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "@localdecider/service-kit";
 import Redis from "ioredis";
 import { LIMITS_SCRIPT } from "./redis-script";
-import { AbortedError, LimiterUnavailableError, type SharedLimits } from "./types";
+import { AbortedError, LimiterUnavailableError, type SharedLimits, type Unavailable } from "./types";
 
 /**
  * How often a replica waiting for a running slot asks again when no `freed` message came: messages are
@@ -165,15 +165,21 @@ export class RedisLimits implements SharedLimits {
     void this.change(-calls, 0, "", "op");
   }
 
-  async unavailable(): Promise<string | undefined> {
+  async unavailable(): Promise<Unavailable | undefined> {
     if (this.client.status !== "ready" || !this.synced) {
-      return `the shared limits' Redis at ${this.display} is unreachable${this.down === undefined ? "" : ` (${this.down})`}`;
+      return {
+        message: "the shared limits' Redis is unreachable",
+        detail: `the shared limits' Redis at ${this.display} is unreachable${this.down === undefined ? "" : ` (${this.down})`}`,
+      };
     }
     try {
       await this.client.ping();
       return undefined;
     } catch (err) {
-      return `the shared limits' Redis at ${this.display} does not answer (${(err as Error).message})`;
+      return {
+        message: "the shared limits' Redis does not answer",
+        detail: `the shared limits' Redis at ${this.display} does not answer (${(err as Error).message})`,
+      };
     }
   }
 
@@ -229,7 +235,8 @@ export class RedisLimits implements SharedLimits {
       return this.run(dq, dr, server, mode, before, { freedPin }).catch((): Answer => [1, 0, 0, 0, -1]);
     }
     if (this.client.status !== "ready" || !this.synced) {
-      throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} is unreachable`);
+      // Clients see this text: no address (markDown logged it with the reason).
+      throw new LimiterUnavailableError("the shared limits' Redis is unreachable");
     }
     const upQ = Math.max(dq, 0);
     const upR = Math.max(dr, 0);
@@ -241,7 +248,7 @@ export class RedisLimits implements SharedLimits {
     try {
       answer = await this.run(dq, dr, server, mode, before, { number });
     } catch (err) {
-      throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} did not answer`, { cause: err });
+      throw new LimiterUnavailableError("the shared limits' Redis did not answer", { cause: err });
     } finally {
       this.unanswered.delete(number);
       this.pendingQueued -= upQ;

@@ -257,7 +257,10 @@ describe("RedisLimits", () => {
       logger,
     });
     opened.push(limits);
-    expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
+    expect(await limits.unavailable()).toStrictEqual({
+      message: "the shared limits' Redis is unreachable",
+      detail: expect.stringMatching(`^the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`),
+    });
     await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
     // An admitted request asking for its slot waits for Redis until its own deadline ends the wait.
     const deadline = new AbortController();
