@@ -23,7 +23,7 @@ export interface RedisLimitsOptions {
   logger: Logger;
 }
 
-type Mode = "op" | "admit" | "alone" | "unclaim" | "set";
+type Mode = "op" | "admit" | "alone" | "unclaim" | "set" | "leave";
 
 /**
  * The script's answer: admitted (1) or not (0), the totals it saw (queued, slots held on the target), the
@@ -74,6 +74,8 @@ export class RedisLimits implements SharedLimits {
   private heartbeat: NodeJS.Timeout | undefined;
   /** Whether the last heartbeat reached Redis: until one does after a reconnect, nothing is admitted. */
   private synced = false;
+  /** Servers on which a lone hold of this replica waits (and so may hold the `alone:` claim). */
+  private readonly claims = new Set<string>();
   /** Calls waiting for a slot, per server, in the order they started waiting. */
   private readonly wakers = new Map<string, (() => void)[]>();
   /** Commands sent so far (changes and heartbeats), numbered in the order Redis will run them. */
@@ -130,6 +132,7 @@ export class RedisLimits implements SharedLimits {
 
   async acquire(options: { server: string; alone: boolean; signal: AbortSignal }): Promise<number> {
     const { server, alone, signal } = options;
+    if (alone) this.claims.add(server);
     try {
       for (;;) {
         if (signal.aborted) throw new AbortedError();
@@ -153,6 +156,8 @@ export class RedisLimits implements SharedLimits {
       // A lone hold that gives up must not hold every other replica off until its claim expires.
       if (alone) void this.change(0, 0, server, "unclaim").catch(() => undefined);
       throw err;
+    } finally {
+      if (alone) this.claims.delete(server);
     }
   }
 
@@ -187,14 +192,15 @@ export class RedisLimits implements SharedLimits {
     this.closed = true;
     clearInterval(this.heartbeat);
     this.wakeAll();
-    // Hand back what this replica still holds at once instead of leaving it to the lease: each server's
-    // slots (which wakes waiters elsewhere), then a last `set` of nothing, which also drops its pins.
+    // Hand back what this replica still holds at once instead of leaving it to the lease, and leave nothing
+    // of its own behind: the claims of lone holds still waiting (their own give-up cannot run once closed),
+    // then every entry of this replica (`leave`, which wakes the waiters elsewhere). The other replicas'
+    // entries stay; a key left empty is gone. Sent after every command of this replica (one connection, in
+    // order), so nothing of it comes back after.
     if (this.client.status === "ready") {
-      const held = this.reported();
-      const freed = [...held.running].filter(([, running]) => running > 0);
-      const nothing: Held = { queued: 0, running: new Map([...held.running.keys()].map((k) => [k, 0])) };
-      await Promise.all(freed.map(([server, running]) => this.run(0, -running, server, "op", held)))
-        .then(() => this.run(0, 0, "", "set", nothing, { pins: [], unanswered: Number.MAX_SAFE_INTEGER }))
+      const nothing: Held = { queued: 0, running: new Map() };
+      await Promise.all([...this.claims].map((server) => this.run(0, 0, server, "unclaim", nothing, { pins: [] })))
+        .then(() => this.run(0, 0, "", "leave", nothing, { pins: [] }))
         .catch(() => undefined);
     }
     this.subscriber.disconnect();
@@ -265,7 +271,8 @@ export class RedisLimits implements SharedLimits {
     }
     // A heartbeat sent while this change was unanswered wrote its increments as made (the upper bound) and
     // ran after it: whatever of them the change did not make would be held by nobody until the next one.
-    if (this.beatSent > number && (upQ > doneQ || upR > doneR)) {
+    // (Not after close: `leave` has removed every entry of this replica, and this would write them again.)
+    if (!this.closed && this.beatSent > number && (upQ > doneQ || upR > doneR)) {
       void this.run(doneQ - upQ, doneR - upR, server, "op", this.reported()).catch(() => undefined);
     }
     return answer;
