@@ -18,7 +18,7 @@ import {
   validationDetails,
 } from "@localdecider/service-kit";
 import express, { type Express, Router } from "express";
-import { bearerAuth } from "./auth";
+import { bearerAuth, keyHolder } from "./auth";
 import type { Backend } from "./backend";
 import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
@@ -154,6 +154,7 @@ export function createApp(deps: AppDeps): DeciderApp {
       upstreamModel: deps.backend.model,
       describeBackend: () => deps.backend.describe(),
       calibration: deps.calibration?.describe() ?? { active: false },
+      keyHolder: keyHolder(deps.apiKey),
     }),
     {
       authenticate: bearerAuth(deps.apiKey),

@@ -101,7 +101,7 @@ export function embeddedBackend(
   upstream: Upstream = embedded,
 ): Backend {
   return {
-    pool: new ServerPool([{ id: "embedded", upstream, probe: embedded }], logger),
+    pool: new ServerPool([{ id: "embedded", label: "embedded", upstream, probe: embedded }], logger),
     display: "embedded",
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {

@@ -76,6 +76,10 @@ export interface HarnessOptions {
   calibration?: Calibration;
   /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
   sharedRedis?: boolean;
+  /** With sharedRedis: the key prefix (replicas in one test share one); a fresh one by default. */
+  redisPrefix?: string;
+  /** With sharedRedis: another Redis than the machine's (one that is down, say). */
+  redisUrl?: string;
 }
 
 /** The machine's Redis, which the Redis-shared tests use (each under a prefix of its own). */
@@ -137,8 +141,8 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
   const shared =
     options.sharedRedis === true
       ? new RedisLimits({
-          url: MACHINE_REDIS,
-          prefix: `localdecider-test:${randomUUID()}:`,
+          url: options.redisUrl ?? MACHINE_REDIS,
+          prefix: options.redisPrefix ?? `localdecider-test:${randomUUID()}:`,
           maxInflight,
           maxQueue,
           leaseMs: 5000,

@@ -133,10 +133,18 @@ export type EmbeddedModelInfo = z.infer<typeof EmbeddedModelInfo>;
 
 /** What answers the questions: a model server (LOCALDECIDER_UPSTREAM) or the embedded engine. */
 export const BackendInfo = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("server"), address: z.string(), model: z.string() }),
+  z.object({
+    kind: z.literal("server"),
+    /**
+     * The model servers, comma separated: their addresses without credentials to a caller holding
+     * LOCALDECIDER_API_KEY; without a key set, their labels (`server 1,server 2`).
+     */
+    address: z.string(),
+    model: z.string(),
+  }),
   z.object({
     kind: z.literal("embedded"),
-    /** LOCALDECIDER_MODEL, without credentials. */
+    /** LOCALDECIDER_MODEL: an hf: URI, a path, or a URL's scheme, host and path (no credentials, no query). */
     source: z.string(),
     /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
     state: z.string(),
@@ -177,7 +185,7 @@ export type ModelsResponse = z.infer<typeof ModelsResponse>;
 
 /** One model server as the decider's `GET /ready` lists it (with several, LOCALDECIDER_UPSTREAM=a,b). */
 export const DeciderServerState = z.object({
-  /** Its address without credentials. */
+  /** Its address without credentials to a caller holding LOCALDECIDER_API_KEY; to anyone else `server <n>`. */
   server: z.string(),
   /** `ready`: it takes new requests; `out`: it failed and is probed in the background until it rejoins. */
   state: z.enum(["ready", "out"]),
@@ -185,7 +193,11 @@ export const DeciderServerState = z.object({
 });
 export type DeciderServerState = z.infer<typeof DeciderServerState>;
 
-/** 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. */
+/**
+ * 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. `upstream` is
+ * `embedded`, or the model servers comma separated: addresses to a caller holding LOCALDECIDER_API_KEY,
+ * labels (`server 1,server 2`) to anyone else.
+ */
 export const DeciderReadyResponse = z.object({
   status: z.literal("ready"),
   upstream: z.string(),

@@ -131,7 +131,7 @@ export class Decider {
   async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
     const { model, state, questions } = request;
     if (!ACCEPTED_MODELS.includes(model)) throw unknownModel(model, ACCEPTED_MODELS);
-    await this.options.gate.assertServed();
+    await this.options.gate.assertServed(signal);
     const plan = planRequest(questions, {
       ...this.options.limits,
       outcomesPerPart: this.options.pool.outcomesPerPart,
@@ -146,22 +146,22 @@ export class Decider {
     }
     this.heldBytes += weight;
     try {
-      const reservation = await this.admit(plan);
+      const reservation = await this.admit(plan, signal);
       return await this.decide(shown, plan, reservation, signal);
     } finally {
       this.heldBytes -= weight;
     }
   }
 
-  /** Reserves every call of the plan, or throws the error that refuses the request whole. */
-  private async admit(plan: Plan): Promise<Reservation> {
+  /** Reserves every call of the plan, or throws the error that refuses the request whole (or cancelled). */
+  private async admit(plan: Plan, signal: AbortSignal): Promise<Reservation> {
     if (!this.options.limiter.fits(plan.callCount)) throw tooManyCalls(plan.callCount, this.options.limiter.maxQueue);
     const { limiter, pool } = this.options;
     // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
     const server = pool.choose((id) => limiter.load(id)) ?? (pool.servers[0] as (typeof pool.servers)[number]);
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
-      answer = await limiter.tryReserve(plan.callCount, server.id);
+      answer = await limiter.tryReserve(plan.callCount, server.id, signal);
     } catch (err) {
       throw clientError(err, this.options.timeoutSeconds);
     }
@@ -192,6 +192,7 @@ export class Decider {
     setMaxListeners(0, run.controller.signal);
     const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
+    if (clientSignal.aborted) run.controller.abort();
     // One deadline for the whole request: its wait for a slot, its calls and their retries together.
     const deadline = setTimeout(() => {
       run.timedOut = true;

@@ -18,14 +18,16 @@ export interface RouteDeps {
   describeBackend: () => BackendInfo;
   /** LOCALDECIDER_CALIBRATION as GET /v1/models shows it. */
   calibration: ModelsCalibration;
+  /** Whether an Authorization header carries LOCALDECIDER_API_KEY (auth.ts keyHolder): only then are addresses shown. */
+  keyHolder: (authorization: string | undefined) => boolean;
 }
 
 /** One handler per contract in deciderRoutes (@localdecider/contracts); registerRoutes wires them. */
 export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
   return {
     health,
-    ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel),
-    listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration),
+    ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel, deps.keyHolder),
+    listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration, deps.pool, deps.keyHolder),
     systemOne: systemOne(deps.decider),
   };
 }

@@ -197,6 +197,7 @@ describe("parseModelSource", () => {
       kind: "download",
       uri: "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
       url: "https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/main/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+      recorded: "https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/main/qwen2.5-1.5b-instruct-q4_k_m.gguf",
       cachePath: path.join(
         "huggingface.co",
         "Qwen",
@@ -213,6 +214,7 @@ describe("parseModelSource", () => {
       kind: "download",
       uri: "https://host/x.gguf",
       url: "https://host/x.gguf",
+      recorded: "https://host/x.gguf",
       authorization: `Basic ${Buffer.from("me:p@ss").toString("base64")}`,
       cachePath: path.join("host", "x.gguf"),
     });

@@ -142,9 +142,10 @@ describe("a real llama-server as deployed", () => {
       });
       expect(d.observer.servers.filter((s) => s === second.url).length).toBeGreaterThan(0);
       const ready = await request(d.app).get("/ready").expect(200);
+      // Named by their place in LOCALDECIDER_UPSTREAM: /ready shows no address to a caller without the key.
       expect(ready.body.servers).toStrictEqual([
-        { server: first.url, state: "out", reason: "inference backend unreachable" },
-        { server: second.url, state: "ready" },
+        { server: "server 1", state: "out", reason: "inference backend unreachable" },
+        { server: "server 2", state: "ready" },
       ]);
       // The same request again, wholly on the second server: the answers agree (same model, temperature 0).
       const after = await decide();
