@@ -146,7 +146,8 @@ export const ImageAsset = z
   .superRefine((asset, ctx) => {
     // zod runs this even when a field failed (its own issue says why): only a known format's base64 is read.
     const signature = Object.hasOwn(IMAGE_SIGNATURES, asset.format) ? IMAGE_SIGNATURES[asset.format] : undefined;
-    if (signature === undefined || typeof asset.data_base64 !== "string" || !isBase64(asset.data_base64)) return;
+    const data: unknown = asset.data_base64;
+    if (signature === undefined || typeof data !== "string" || data === "" || !isBase64(data)) return;
     if (!startsWithBytes(asset.data_base64, signature.bytes)) {
       ctx.addIssue({
         code: "custom",
