@@ -66,7 +66,7 @@ describe("GET /ready", () => {
     h.fake.models = ["ft:customer-acme-private-2026"];
     const res = await request(h.app)
       .post("/v1/systemone")
-      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
     expect({ status: res.status, body: res.body }).toStrictEqual({
       status: 503,
       body: {

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
 import { type AllowedHosts, byteSize, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
 import { type Backend, serversBackend } from "../src/backend";
@@ -69,6 +70,8 @@ export interface HarnessOptions {
   outcomesPerCall?: number;
   upstreamModel?: string;
   bodyLimit?: string;
+  /** LOCALDECIDER_MAX_QUESTIONS; default its default, 4096. */
+  maxQuestions?: number;
   /** Most heap the admitted requests may hold (DeciderOptions.maxHeldBytes); default: half the heap limit. */
   maxHeldBytes?: number;
   allowNoLogprobs?: boolean;
@@ -164,6 +167,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
     malformedRetries: options.malformedRetries ?? 2,
     timeoutSeconds: options.timeoutSeconds ?? 30,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
+    maxQuestions: options.maxQuestions ?? DEFAULT_MAX_QUESTIONS,
     bodyLimit: byteSize({ min: 1, fallback: "1mb" }).parse(options.bodyLimit),
     maxHeldBytes: options.maxHeldBytes,
     calibration: options.calibration,

@@ -9,7 +9,7 @@ const UPSTREAM_KEY = "upstream-key-secret";
 const CLIENT_KEY = "client-key-secret";
 const SECRETS = [PASSWORD, encodeURIComponent(PASSWORD), UPSTREAM_KEY, CLIENT_KEY];
 
-const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul" } } };
+const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } };
 
 describe("secrets", () => {
   let fake: FakeUpstream;

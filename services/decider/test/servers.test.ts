@@ -14,7 +14,8 @@ import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "./
 
 jest.setTimeout(30_000);
 
-const nouls = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`q${i}`, { type: "noul" }]));
+const nouls = (n: number) =>
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`q${i}`, { type: "noul", instructions: "Is it?" }]));
 const payload = (state: string, questions = 3) => ({ model: "localdecider", state, questions: nouls(questions) });
 
 /** The states (one per request) a fake server was asked about. */

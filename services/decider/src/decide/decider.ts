@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts/decider";
+import type { SystemOneRequest, SystemOneResponse, TextQuestion } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import type { Reservation, UpstreamLimiter } from "../limits/limiter";
@@ -112,6 +112,19 @@ class PromptJobs {
 }
 
 /**
+ * The questions answered from token probabilities. A box question never gets here: routes/images.ts admits
+ * one only for an upstream that accepts images (a native System One server), so one here is a wiring fault.
+ */
+function textQuestions(questions: SystemOneRequest["questions"]): Record<string, TextQuestion> {
+  for (const [name, question] of Object.entries(questions)) {
+    if (question.type === "box") {
+      throw new Error(`box question "${name}" reached the probability path, which cannot answer it`);
+    }
+  }
+  return questions as Record<string, TextQuestion>;
+}
+
+/**
  * Answers System One requests. It only orchestrates: the plan decides the prompts and rounds, the request
  * holds one slot of one model server for all of its calls (the limiter), each part is probed once at the
  * position where its value begins (probe.ts) in the order schedule.ts gives, the read-out turns the reported
@@ -132,7 +145,7 @@ export class Decider {
     const { model, state, questions } = request;
     if (!ACCEPTED_MODELS.includes(model)) throw unknownModel(model, ACCEPTED_MODELS);
     await this.options.gate.assertServed(signal);
-    const plan = planRequest(questions, {
+    const plan = planRequest(textQuestions(questions), {
       ...this.options.limits,
       outcomesPerPart: this.options.pool.outcomesPerPart,
     });

@@ -1,5 +1,6 @@
 import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts/decider";
 import type { RouteHandlers } from "@localdecider/service-kit";
+import type { UpstreamAccepts } from "../backend";
 import type { Decider } from "../decide/decider";
 import type { UpstreamLimiter } from "../limits/limiter";
 import type { ModelGate } from "../upstream/model-gate";
@@ -16,6 +17,8 @@ export interface RouteDeps {
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
+  /** Whether images and box questions may pass (routes/images.ts). */
+  upstreamAccepts: () => UpstreamAccepts;
   /** LOCALDECIDER_CALIBRATION as GET /v1/models shows it. */
   calibration: ModelsCalibration;
   /** Whether an Authorization header carries LOCALDECIDER_API_KEY (auth.ts keyHolder): only then are addresses shown. */
@@ -28,6 +31,6 @@ export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
     health,
     ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel, deps.keyHolder),
     listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration, deps.pool, deps.keyHolder),
-    systemOne: systemOne(deps.decider),
+    systemOne: systemOne(deps.decider, deps.upstreamAccepts),
   };
 }

@@ -146,7 +146,7 @@ describe("the embedded engine while its model downloads", () => {
       expect(ready.body).toStrictEqual({ error: "downloading model (25 %)", code: "backend_not_ready" });
       const decision = await request(d.app)
         .post("/v1/systemone")
-        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
       expect(decision.status).toBe(503);
       expect(decision.body).toStrictEqual({ error: "downloading model (25 %)", code: "model_unavailable" });
       server.release();
@@ -180,7 +180,7 @@ describe("the embedded engine while its model downloads", () => {
       expect((await request(d.app).get("/ready")).body).toStrictEqual({ error: text, code: "backend_not_ready" });
       const decision = await request(d.app)
         .post("/v1/systemone")
-        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
       expect(decision.body).toStrictEqual({ error: text, code: "model_unavailable" });
       expect(lines.filter((l) => l.level === "error").map((l) => l.reason)).toStrictEqual([text]);
       expect((await request(d.app).get("/health")).status).toBe(200);
