@@ -74,7 +74,7 @@ describe("a signed model URL (a secret in its query)", () => {
       const decision = await request(d.app)
         .post("/v1/systemone")
         .set("authorization", "Bearer topkey")
-        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
       expect(decision.status).toBe(503);
       bodies.push(ready.text, models.text, decision.text);
     } finally {
