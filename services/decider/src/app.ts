@@ -18,7 +18,7 @@ import {
   validationDetails,
 } from "@localdecider/service-kit";
 import express, { type Express, Router } from "express";
-import { bearerAuth } from "./auth";
+import { bearerAuth, keyHolder } from "./auth";
 import type { Backend } from "./backend";
 import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
@@ -28,7 +28,8 @@ import type { UpstreamLimiter } from "./limits/limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
-import { inputLimitIssue } from "./routes/input-limits";
+import { inputLimitIssue, questionCount } from "./routes/input-limits";
+import { tooManyQuestions } from "./upstream/failure";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
 
@@ -51,6 +52,8 @@ export interface AppDeps {
   timeoutSeconds: number;
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS. */
   allowNoLogprobs: boolean;
+  /** LOCALDECIDER_MAX_QUESTIONS: more questions in one request is a 413 too_many_questions, before any check. */
+  maxQuestions: number;
   /** LOCALDECIDER_BODY_LIMIT, in bytes: the largest body, and the most characters a state may render to. */
   bodyLimit: number;
   /** LOCALDECIDER_CALIBRATION, loaded: applied to every answer and shown by GET /v1/models. */
@@ -153,12 +156,16 @@ export function createApp(deps: AppDeps): DeciderApp {
       upstream: deps.backend.display,
       upstreamModel: deps.backend.model,
       describeBackend: () => deps.backend.describe(),
+      upstreamAccepts: () => deps.backend.upstreamAccepts(),
       calibration: deps.calibration?.describe() ?? { active: false },
+      keyHolder: keyHolder(deps.apiKey),
     }),
     {
       authenticate: bearerAuth(deps.apiKey),
       jsonBody: jsonBody({ limit: deps.bodyLimit }),
       checkBody: (body) => {
+        const questions = questionCount(body);
+        if (questions > deps.maxQuestions) throw tooManyQuestions(questions, deps.maxQuestions);
         const issue = inputLimitIssue(body);
         if (issue !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [issue] });
       },

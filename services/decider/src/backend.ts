@@ -5,6 +5,7 @@ import type { Config } from "./config";
 import { EmbeddedUpstream } from "./engine/embedded-upstream";
 import { defaultModelsDir, parseModelSource } from "./engine/model-source";
 import { parseUpstreams } from "./upstream/address";
+import { CHAT_SERVERS_RUN } from "./upstream/failure";
 import { ModelServer } from "./upstream/model-server";
 import { type PoolServer, ServerPool } from "./upstream/pool";
 import type { Upstream } from "./upstream/types";
@@ -20,10 +21,33 @@ export interface Backend {
   /** The model's name in answers (`localdecider-0.1.0/<this>`) and /ready. */
   model: string;
   describe(): BackendInfo;
+  /**
+   * What its upstream takes beyond text, asked per request (a server's protocol may be learnt after start):
+   * routes/images.ts lets images and box questions through only when `images` is true.
+   */
+  upstreamAccepts(): UpstreamAccepts;
   /** Starts what runs in the background (the embedded engine's download and load). */
   start(): void;
   close(): Promise<void>;
 }
+
+/**
+ * Whether the upstream takes Jev 1.14's images (`assets`) and `box` questions, and what the backend is, for
+ * the 422 that refuses them (`this decider runs <runs>`). Only a native System One server can take them.
+ */
+export interface UpstreamAccepts {
+  images: boolean;
+  runs: string;
+}
+
+/** What chat model servers and the embedded engine take: text questions only. */
+export const CHAT_SERVER_ACCEPTS: UpstreamAccepts = { images: false, runs: CHAT_SERVERS_RUN };
+export const EMBEDDED_ACCEPTS: UpstreamAccepts = { images: false, runs: "the embedded engine (node-llama-cpp)" };
+/** What a pool with a server that answers System One itself takes: images and box questions too. */
+export const NATIVE_SERVER_ACCEPTS: UpstreamAccepts = {
+  images: true,
+  runs: "a model server that answers System One itself",
+};
 
 /**
  * `slots`: how many requests the limiter runs at once on each server, each in one numbered slot
@@ -88,6 +112,10 @@ export function serversBackend(servers: readonly PoolServer[], model: string, lo
         servers: states.map((s) => ({ server: s.id, ...(s.protocol === undefined ? {} : { protocol: s.protocol }) })),
       };
     },
+    // Images and box questions pass while a server speaks System One itself (the decider sends them there), or
+    // may: one not checked yet is asked before the request is planned, and the decider refuses it the same way
+    // when none does.
+    upstreamAccepts: () => (servers.some((s) => s.protocol !== "chat") ? NATIVE_SERVER_ACCEPTS : CHAT_SERVER_ACCEPTS),
     start: () => undefined,
     close: async () => pool.close(),
   };
@@ -104,7 +132,7 @@ export function embeddedBackend(
   upstream: Upstream = embedded,
 ): Backend {
   return {
-    pool: new ServerPool([{ id: "embedded", upstream, probe: embedded }], logger),
+    pool: new ServerPool([{ id: "embedded", label: "embedded", upstream, probe: embedded }], logger),
     display: "embedded",
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {
@@ -125,6 +153,7 @@ export function embeddedBackend(
         },
       };
     },
+    upstreamAccepts: () => EMBEDDED_ACCEPTS,
     start: () => {
       void embedded.start();
     },

@@ -59,7 +59,7 @@ describe("POST /v1/systemone with states that would blow up the prompt", () => {
     const state = deepZeros();
     const res = await request(h.app)
       .post("/v1/systemone")
-      .send({ model: "localdecider", state, questions: { a: { type: "noul" } } });
+      .send({ model: "localdecider", state, questions: { a: { type: "noul", instructions: "Is it?" } } });
     expect(res.status).toBe(200);
     expect(h.fake.requests).toHaveLength(1);
     expect(stateShown(h.fake.requests[0] as Record<string, unknown>)).toBe(JSON.stringify(state));
@@ -67,7 +67,7 @@ describe("POST /v1/systemone with states that would blow up the prompt", () => {
 
   it("a state that renders past the body limit (numbers written short: 1e20 is 21 digits) gets 413 naming the limit, and nothing is sent", async () => {
     h = await harness({ bodyLimit: "64kb" });
-    const body = `{"model":"localdecider","questions":{"a":{"type":"noul"}},"state":[${new Array(12_000).fill("1e20").join(",")}]}`;
+    const body = `{"model":"localdecider","questions":{"a":{"type":"noul","instructions":"?"}},"state":[${new Array(12_000).fill("1e20").join(",")}]}`;
     expect(body.length).toBeLessThan(64 * 1024);
     const res = await request(h.app).post("/v1/systemone").set("content-type", "application/json").send(body);
     expect(res.status).toBe(413);
@@ -82,7 +82,11 @@ describe("POST /v1/systemone with states that would blow up the prompt", () => {
 
   it("requests waiting for a slot hold at most maxHeldBytes: past it the next one gets 429 queue_full with Retry-After, and once they finish it is admitted again", async () => {
     const state = "x".repeat(20_000);
-    const payload = (name: string) => ({ model: "localdecider", state, questions: { [name]: { type: "noul" } } });
+    const payload = (name: string) => ({
+      model: "localdecider",
+      state,
+      questions: { [name]: { type: "noul", instructions: "Is it?" } },
+    });
     const weight = requestWeight(payload("a0"));
     // Room for three such requests, not four.
     h = await harness({ maxInflight: 1, maxHeldBytes: 3 * weight + weight / 2 });

@@ -53,14 +53,14 @@ export type Instructions = z.infer<typeof Instructions>;
 
 export const NoulQuestion = z.object({
   type: z.literal("noul"),
-  instructions: Entry.optional(),
+  instructions: Instructions,
   criteria: z.object({ true: Entry.optional(), false: Entry.optional() }).nullable().optional(),
 });
 export type NoulQuestion = z.infer<typeof NoulQuestion>;
 
 export const ChoiceQuestion = z.object({
   type: z.literal("choice"),
-  instructions: Entry.optional(),
+  instructions: Instructions,
   criteria: refuseProtoKey(
     z
       .record(z.string().min(1, "a label must not be empty"), Entry)
@@ -72,7 +72,7 @@ export type ChoiceQuestion = z.infer<typeof ChoiceQuestion>;
 
 export const ScoreQuestion = z.object({
   type: z.literal("score"),
-  instructions: Entry.optional(),
+  instructions: Instructions,
   criteria: z
     .array(Entry)
     .min(MIN_SCORE_LEVELS, `a score needs at least ${MIN_SCORE_LEVELS} levels`)
@@ -102,6 +102,9 @@ export type Question = z.infer<typeof Question>;
  * it: `TypeSafe-Danger-Zone-Images: true`. Without it, a request holding either is refused (422).
  */
 export const IMAGES_HEADER = "TypeSafe-Danger-Zone-Images";
+
+/** The most questions one request may hold by default (LOCALDECIDER_MAX_QUESTIONS; llama.cpp's limit too). */
+export const DEFAULT_MAX_QUESTIONS = 4096;
 
 export const IMAGE_FORMATS = ["png", "jpg"] as const;
 
@@ -143,7 +146,8 @@ export const ImageAsset = z
   .superRefine((asset, ctx) => {
     // zod runs this even when a field failed (its own issue says why): only a known format's base64 is read.
     const signature = Object.hasOwn(IMAGE_SIGNATURES, asset.format) ? IMAGE_SIGNATURES[asset.format] : undefined;
-    if (signature === undefined || typeof asset.data_base64 !== "string" || !isBase64(asset.data_base64)) return;
+    const data: unknown = asset.data_base64;
+    if (signature === undefined || typeof data !== "string" || data === "" || !isBase64(data)) return;
     if (!startsWithBytes(asset.data_base64, signature.bytes)) {
       ctx.addIssue({
         code: "custom",
@@ -307,16 +311,20 @@ export type UpstreamProtocol = z.infer<typeof UpstreamProtocol>;
 export const BackendInfo = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("server"),
+    /**
+     * The model servers, comma separated: their addresses without credentials to a caller holding
+     * LOCALDECIDER_API_KEY; without a key set, their labels (`server 1,server 2`).
+     */
     address: z.string(),
     model: z.string(),
     /** One model server: the protocol its start-up check found (absent until it answered the check). */
     protocol: UpstreamProtocol.optional(),
-    /** Several model servers: each one's protocol. */
+    /** Several model servers: each one's protocol (`server` named as in `address`). */
     servers: z.array(z.object({ server: z.string(), protocol: UpstreamProtocol.optional() })).optional(),
   }),
   z.object({
     kind: z.literal("embedded"),
-    /** LOCALDECIDER_MODEL, without credentials. */
+    /** LOCALDECIDER_MODEL: an hf: URI, a path, or a URL's scheme, host and path (no credentials, no query). */
     source: z.string(),
     /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
     state: z.string(),
@@ -357,7 +365,7 @@ export type ModelsResponse = z.infer<typeof ModelsResponse>;
 
 /** One model server as the decider's `GET /ready` lists it (with several, LOCALDECIDER_UPSTREAM=a,b). */
 export const DeciderServerState = z.object({
-  /** Its address without credentials. */
+  /** Its address without credentials to a caller holding LOCALDECIDER_API_KEY; to anyone else `server <n>`. */
   server: z.string(),
   /** `ready`: it takes new requests; `out`: it failed and is probed in the background until it rejoins. */
   state: z.enum(["ready", "out"]),
@@ -367,7 +375,11 @@ export const DeciderServerState = z.object({
 });
 export type DeciderServerState = z.infer<typeof DeciderServerState>;
 
-/** 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. */
+/**
+ * 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. `upstream` is
+ * `embedded`, or the model servers comma separated: addresses to a caller holding LOCALDECIDER_API_KEY,
+ * labels (`server 1,server 2`) to anyone else.
+ */
 export const DeciderReadyResponse = z.object({
   status: z.literal("ready"),
   upstream: z.string(),
@@ -381,15 +393,18 @@ export type DeciderReadyResponse = z.infer<typeof DeciderReadyResponse>;
 /** Every error code the decider answers with, and the one HTTP status each goes with. */
 export const DECIDER_ERROR_STATUS = {
   invalid_json: 400,
-  invalid_request: 400,
   unknown_model: 400,
   context_too_long: 400,
   request_aborted: 400,
   unauthorized: 401,
   not_found: 404,
   payload_too_large: 413,
+  too_many_questions: 413,
   unsupported_media_type: 415,
   host_not_allowed: 421,
+  /** Validation, as Jev and llama.cpp answer it (422): the body's schema, its shape limits, the images opt-in. */
+  invalid_request: 422,
+  images_unsupported: 422,
   queue_full: 429,
   internal_error: 500,
   upstream_unreachable: 502,

@@ -155,7 +155,7 @@ export class Decider {
   /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
   async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
     const { state, questions } = request;
-    const target = await this.target(request);
+    const target = await this.target(request, signal);
     const plan = feasible(planRequest(questions, this.limitsFor(target)));
     // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
     const shown = new ShownState(state, this.options.maxStateChars);
@@ -167,7 +167,7 @@ export class Decider {
     }
     this.heldBytes += weight;
     try {
-      const reservation = await this.admit(plan, target.except);
+      const reservation = await this.admit(plan, target.except, signal);
       const run: RequestRun = {
         plan,
         model: target.model,
@@ -194,11 +194,14 @@ export class Decider {
    * name must be a decision model a native server lists (llama.cpp's router mode, Ollama), served only there.
    * Jev 1.14's images and box questions go to a server that speaks System One itself, or nowhere.
    */
-  private async target(request: SystemOneRequest): Promise<{ model: string; except: ReadonlySet<string> }> {
+  private async target(
+    request: SystemOneRequest,
+    signal: AbortSignal,
+  ): Promise<{ model: string; except: ReadonlySet<string> }> {
     const { gate, pool, upstreamModel } = this.options;
     const { model } = request;
     // Which protocol each server speaks, and which decision models it lists, are known once it was checked.
-    await gate.assertServed();
+    await gate.assertServed(signal);
     const except = new Set<string>();
     if (!ACCEPTED_MODELS.includes(model)) {
       for (const s of pool.servers) if (!(s.decisionModels ?? []).includes(model)) except.add(s.id);
@@ -234,8 +237,8 @@ export class Decider {
     return { ...this.options.limits, outcomesPerPart: perPart, ...(native ? { onePartPerQuestion: true } : {}) };
   }
 
-  /** Reserves every call of the plan, or throws the error that refuses the request whole. */
-  private async admit(plan: Plan, except: ReadonlySet<string>): Promise<Reservation> {
+  /** Reserves every call of the plan, or throws the error that refuses the request whole (or cancelled). */
+  private async admit(plan: Plan, except: ReadonlySet<string>, signal: AbortSignal): Promise<Reservation> {
     if (!this.options.limiter.fits(plan.callCount)) throw tooManyCalls(plan.callCount, this.options.limiter.maxQueue);
     const { limiter, pool } = this.options;
     // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
@@ -244,7 +247,7 @@ export class Decider {
       (pool.servers.find((s) => !except.has(s.id)) as (typeof pool.servers)[number]);
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
-      answer = await limiter.tryReserve(plan.callCount, server.id);
+      answer = await limiter.tryReserve(plan.callCount, server.id, signal);
     } catch (err) {
       throw clientError(err, this.options.timeoutSeconds);
     }
@@ -262,6 +265,7 @@ export class Decider {
     setMaxListeners(0, run.controller.signal);
     const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
+    if (clientSignal.aborted) run.controller.abort();
     // One deadline for the whole request: its wait for a slot, its calls and their retries together.
     const deadline = setTimeout(() => {
       run.timedOut = true;

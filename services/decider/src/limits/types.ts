@@ -32,7 +32,19 @@ export class AbortedError extends Error {
   }
 }
 
-/** The shared limits (Redis) could not be asked: nothing more is admitted until they answer again. */
+/**
+ * Why the shared limits do not answer: `message` names no address (for anyone), `detail` names the store's
+ * address and what failed (for the log and for callers holding the API key).
+ */
+export interface Unavailable {
+  message: string;
+  detail: string;
+}
+
+/**
+ * The shared limits (Redis) could not be asked: nothing more is admitted until they answer again. Its message
+ * is a client's: it names no address (the log has it).
+ */
 export class LimiterUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -70,6 +82,6 @@ export interface SharedLimits {
   /** Returns queued calls that will not run. */
   unreserve(calls: number): void;
   /** Undefined when the shared limits answer; otherwise why not (for /ready). */
-  unavailable(): Promise<string | undefined>;
+  unavailable(): Promise<Unavailable | undefined>;
   close(): Promise<void>;
 }

@@ -2,24 +2,40 @@ import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecide
 import type { RouteHandler } from "@localdecider/service-kit";
 import { decisionModelCards, modelCards } from "../models";
 import type { ModelGate } from "../upstream/model-gate";
+import type { ServerPool } from "../upstream/pool";
 
 /**
  * The model cards (what the SDK reads): our own names, then each decision model a native server lists (which
  * a client may name too); what answers behind them (ours: the server, or the embedded model), and the
- * calibration applied to the answers (ours too).
+ * calibration applied to the answers (ours too). The route is open without LOCALDECIDER_API_KEY, so the model
+ * servers' addresses are shown to key holders only; anyone else gets their labels (`server 1`, …).
  */
 export function listModels(
   upstreamModel: string,
   describeBackend: () => BackendInfo,
   calibration: ModelsCalibration,
-  decisionModels: () => readonly string[],
+  pool: Pick<ServerPool, "states" | "decisionModels">,
+  keyHolder: (authorization: string | undefined) => boolean,
   gate: Pick<ModelGate, "recent">,
 ): RouteHandler<DeciderRoutes["listModels"]> {
   const own = modelCards(upstreamModel);
-  return async () => {
+  return async ({ req }) => {
     // Which protocol each server speaks, and which decision models it lists, are known once it was checked.
     await gate.recent().catch(() => undefined);
-    const models = [...own, ...decisionModelCards(decisionModels(), own)];
-    return { status: 200, body: { models, backend: describeBackend(), calibration } };
+    const models = [...own, ...decisionModelCards(pool.decisionModels(), own)];
+    const backend = describeBackend();
+    if (backend.kind !== "server" || keyHolder(req.get("authorization"))) {
+      return { status: 200, body: { models, backend, calibration } };
+    }
+    const states = pool.states();
+    const labelOf = (id: string) => states.find((s) => s.id === id)?.label ?? id;
+    const shown = {
+      ...backend,
+      address: states.map((s) => s.label).join(","),
+      ...(backend.servers === undefined
+        ? {}
+        : { servers: backend.servers.map((s) => ({ ...s, server: labelOf(s.server) })) }),
+    };
+    return { status: 200, body: { models, backend: shown, calibration } };
   };
 }

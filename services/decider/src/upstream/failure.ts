@@ -167,10 +167,13 @@ export function tooFewOptions(limit: number, question: string, labels: number): 
  */
 export function imagesNeedNative(): AppError {
   return deciderError(
-    "invalid_request",
-    "images (assets) and box questions need a model server that answers System One itself (a decision model on llama.cpp, Ollama, or a hosted Jev); no model server of this decider does",
+    "images_unsupported",
+    `images and box questions need a native System One upstream; this decider runs ${CHAT_SERVERS_RUN}`,
   );
 }
+
+/** What model servers that all take the chat path are, in the 422 that refuses images (routes/images.ts too). */
+export const CHAT_SERVERS_RUN = "a chat model server (OpenAI-compatible, answers read from token logprobs)";
 
 /** The client-facing text of a native server's 501 for a model that cannot decide. */
 export const NOT_A_DECISION_MODEL = "inference backend returned HTTP 501: its model is not a decision model";
@@ -211,11 +214,22 @@ export function queueFull(retryAfter: number): AppError {
   });
 }
 
-/** A request that could never be admitted: refusing it with 429 would make clients retry forever. */
+/**
+ * A request that could never be admitted: refusing it with 429 would make clients retry forever. It holds too
+ * many questions for this deployment's queue, so it is the same 413 as too many questions outright.
+ */
 export function tooManyCalls(calls: number, maxQueue: number): AppError {
   return deciderError(
-    "invalid_request",
+    "too_many_questions",
     `this request needs ${calls} upstream calls but at most ${maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
+  );
+}
+
+/** More questions than one request may hold (LOCALDECIDER_MAX_QUESTIONS), refused before they are read. */
+export function tooManyQuestions(count: number, maxQuestions: number): AppError {
+  return deciderError(
+    "too_many_questions",
+    `this request holds ${count} questions, more than the ${maxQuestions} one request may hold (LOCALDECIDER_MAX_QUESTIONS); send them in several requests`,
   );
 }
 

@@ -1,5 +1,6 @@
 import type { Logger } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
+import { requestCancelled } from "./failure";
 import type { Readiness, ReadinessProbe } from "./readiness";
 
 /** How long a model-list answer is trusted on the decision path before it is asked again. */
@@ -49,15 +50,30 @@ export class ModelGate {
     else this.logger.warn("model server not ready", { reason: result.message, detail: result.detail });
   }
 
-  /** The backend's state: a recent answer (at most maxAgeMs old), else asked now. */
-  async recent(): Promise<Readiness> {
+  /**
+   * The backend's state: a recent answer (at most maxAgeMs old), else asked now. A request waiting for a probe
+   * (a server's start-up check can take seconds) stops waiting when `signal` aborts (its client went away) and
+   * throws `request_aborted`: the probe goes on for whoever else waits on it.
+   */
+  async recent(signal?: AbortSignal): Promise<Readiness> {
+    if (signal?.aborted) throw requestCancelled();
     const fresh = this.last !== undefined && Date.now() - this.last.at < this.maxAgeMs;
-    return fresh ? (this.last as { result: Readiness }).result : await this.check();
+    return fresh ? (this.last as { result: Readiness }).result : await untilAborted(this.check(), signal);
   }
 
   /** Throws the 503 `model_unavailable` when the backend answered that it does not hold the model. */
-  async assertServed(): Promise<void> {
-    const result = await this.recent();
+  async assertServed(signal?: AbortSignal): Promise<void> {
+    const result = await this.recent(signal);
     if (!result.ready && result.modelMissing) throw deciderError("model_unavailable", result.message);
   }
+}
+
+/** `promise`, or a `request_aborted` rejection as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(requestCancelled());
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }

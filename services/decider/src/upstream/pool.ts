@@ -8,8 +8,13 @@ export const REJOIN_PROBE_MS = 2000;
 
 /** One model server (or the embedded engine): what answers, how to ask whether it is ready, its name. */
 export interface PoolServer {
-  /** Its address without credentials (or `embedded`): the key of its limits, its metrics label, in /ready. */
+  /** Its address without credentials (or `embedded`): the key of its limits, in the log and in /ready to a key holder. */
   readonly id: string;
+  /**
+   * What names it to anyone (/ready without the API key, its metrics label): no address. By default
+   * `server <n>`, its place in LOCALDECIDER_UPSTREAM from 1.
+   */
+  readonly label?: string;
   /** The adapter that answers now: a model server's is that of the protocol its start-up check found. */
   readonly upstream: ModelPort;
   readonly probe: ReadinessProbe;
@@ -22,6 +27,8 @@ export interface PoolServer {
 /** A server as /ready and the metrics show it. */
 export interface ServerState {
   id: string;
+  /** See PoolServer.label. */
+  label: string;
   /** In rotation: new requests may be sent to it. */
   inRotation: boolean;
   /** Why it is out (the probe's client-safe text, or how its last call failed). */
@@ -61,14 +68,6 @@ export class ServerPool implements ReadinessProbe {
     return this.servers.length === 1 ? this.servers[0]?.probe.maxAgeMs : undefined;
   }
 
-  /**
-   * Whether any server speaks System One itself: only such a server takes Jev 1.14's images (`assets`) and
-   * `box` questions, and a request holding them goes to one of those.
-   */
-  acceptsImages(): boolean {
-    return this.servers.some((s) => s.protocol === "systemone");
-  }
-
   /** The decision models the native servers list: what a client may name besides the decider's own names. */
   decisionModels(): string[] {
     return [...new Set(this.servers.flatMap((s) => s.decisionModels ?? []))];
@@ -83,11 +82,18 @@ export class ServerPool implements ReadinessProbe {
   states(): ServerState[] {
     return this.servers.map((s) => {
       const reason = this.out.get(s.id);
+      const label = this.labelOf(s.id);
       const protocol = s.protocol === undefined ? {} : { protocol: s.protocol };
       return reason === undefined
-        ? { id: s.id, inRotation: true, ...protocol }
-        : { id: s.id, inRotation: false, reason, ...protocol };
+        ? { id: s.id, label, inRotation: true, ...protocol }
+        : { id: s.id, label, inRotation: false, reason, ...protocol };
     });
+  }
+
+  /** The name of server `id` that holds no address (see PoolServer.label). */
+  labelOf(id: string): string {
+    const at = this.servers.findIndex((s) => s.id === id);
+    return this.servers[at]?.label ?? `server ${at + 1}`;
   }
 
   /**

@@ -47,17 +47,22 @@ describe("the protocol a model server speaks", () => {
   ])(
     "a %s server that answers System One is found from its %s, and asked natively",
     async (flavour, how, probes, asked) => {
-      const { fake, url, lines } = await native(flavour);
+      const { fake, lines } = await native(flavour);
       const ready = await request(d.app).get("/ready");
       expect(ready.status).toBe(200);
-      expect(ready.body).toStrictEqual({ status: "ready", upstream: url, model: "test-model", protocol: "systemone" });
+      expect(ready.body).toStrictEqual({
+        status: "ready",
+        upstream: "server 1",
+        model: "test-model",
+        protocol: "systemone",
+      });
       expect(lines.find((l) => l.message === "model server protocol")).toMatchObject({ protocol: "systemone", how });
       expect(fake.probes).toBe(probes);
       for (const path of asked) expect(fake.paths).toContain(path);
       const models = await request(d.app).get("/v1/models").expect(200);
       expect(models.body.backend).toStrictEqual({
         kind: "server",
-        address: url,
+        address: "server 1",
         model: "test-model",
         protocol: "systemone",
       });

@@ -102,11 +102,13 @@ describe("a native System One server's faults", () => {
 
   it("422: the client gets a 4xx with the server's reason, and nothing is retried", async () => {
     h = await nativeHarness();
-    const res = await post({ a: { type: "noul", instructions: "" } });
+    // A null state is System One (our contract takes it); llama.cpp refuses it for all but its lfm2 types.
+    const res = await request(h.app)
+      .post("/v1/systemone")
+      .send({ model: "localdecider", state: null, questions: mixedQuestions(1) });
     expect(res.status).toBe(DECIDER_ERROR_STATUS.invalid_request);
     expect(res.body).toStrictEqual({
-      error:
-        'the model server refused the request: questions.a: "instructions" must be a non-empty string, object or array',
+      error: 'the model server refused the request: "state" must be provided',
       code: "invalid_request",
     });
     expect(h.fake.calls).toBe(1);

@@ -1,4 +1,4 @@
-import { applyTemperature, type CalibrationFile } from "@localdecider/contracts/decider";
+import { applyTemperature, type CalibrationFile, DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";
 import { choice, noul, score, TypeSafeClient } from "@typesafe-ai/sdk";
 import request from "supertest";
 import { Calibration } from "../../src/calibration/calibration";
@@ -147,7 +147,7 @@ describe("forwarding to a native System One server", () => {
     const res = await post({
       questions: { pick: { type: "choice", instructions: "Which?", criteria: wideChoice(60) } },
     });
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(DECIDER_ERROR_STATUS.invalid_request);
     expect(res.body).toStrictEqual({
       error:
         'the model server takes at most 7 options per question, so the choice "pick" of 60 labels cannot be split into chunks whose leaders fit one final round; send at most 49 labels',
@@ -224,7 +224,7 @@ describe("forwarding to a native System One server", () => {
     const chat = await request(h.app)
       .post("/v1/systemone")
       .send({ model: "qwen2.5-chat", state: "s", questions: { a: { type: "noul", instructions: "?" } } });
-    expect(chat.status).toBe(400);
+    expect(chat.status).toBe(DECIDER_ERROR_STATUS.unknown_model);
     expect(chat.body).toStrictEqual({
       error: 'Unknown model "qwen2.5-chat"; available models: localdecider, jev-latest, jev, openjev-small, laya-421m',
       code: "unknown_model",

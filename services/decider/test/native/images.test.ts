@@ -1,4 +1,4 @@
-import { IMAGES_HEADER } from "@localdecider/contracts/decider";
+import { DECIDER_ERROR_STATUS, IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
 import { serversBackend } from "../../src/backend";
@@ -96,14 +96,14 @@ describe("images and box questions through a native System One server", () => {
   it("a server whose model takes no images (501) or knows no box question (422): the client's 4xx, with its reason", async () => {
     h = await nativeHarness();
     const images = await post({ ...withImage, questions: { mug: { type: "noul", instructions: "A mug?" } } });
-    expect(images.status).toBe(400);
+    expect(images.status).toBe(DECIDER_ERROR_STATUS.invalid_request);
     expect(images.body).toStrictEqual({
       error: "the model server refused the request: This model does not support image input",
       code: "invalid_request",
     });
     h.fake.vision = true;
     const box = await post({ ...withImage, questions: { where: { type: "box", instructions: "the mug in `photo`" } } });
-    expect(box.status).toBe(400);
+    expect(box.status).toBe(DECIDER_ERROR_STATUS.invalid_request);
     expect(box.body).toStrictEqual({
       error: 'the model server refused the request: questions.where: "type" must be one of: choice, score, noul',
       code: "invalid_request",
@@ -128,12 +128,21 @@ describe("images and box questions without a native server", () => {
       .post("/v1/systemone")
       .set(IMAGES_HEADER, "true")
       .send({ ...withImage, questions: { where: { type: "box", instructions: "the mug in `photo`" } } });
-    expect(res.status).toBe(400);
+    // Before the server was checked the door lets the request in; once it is known to chat, it is refused, with
+    // the text the door gives.
+    expect(res.status).toBe(DECIDER_ERROR_STATUS.images_unsupported);
     expect(res.body).toStrictEqual({
       error:
-        "images (assets) and box questions need a model server that answers System One itself (a decision model on llama.cpp, Ollama, or a hosted Jev); no model server of this decider does",
-      code: "invalid_request",
+        "images and box questions need a native System One upstream; this decider runs a chat model server (OpenAI-compatible, answers read from token logprobs)",
+      code: "images_unsupported",
     });
+    expect(chat.calls).toBe(0);
+    // Asked again, the door itself refuses it.
+    const again = await request(d.app)
+      .post("/v1/systemone")
+      .set(IMAGES_HEADER, "true")
+      .send({ ...withImage, questions: { where: { type: "box", instructions: "the mug in `photo`" } } });
+    expect(again.body.code).toBe("images_unsupported");
     expect(chat.calls).toBe(0);
   });
 

@@ -115,7 +115,16 @@ describe.each([false, true])("several native servers (shared through Redis: %s)"
 
   it("spread requests over both, each server at most MAX_INFLIGHT, and /ready shows each server's protocol", async () => {
     const ready = await request(d.app).get("/ready").expect(200);
-    expect(ready.body.servers).toStrictEqual(urls.map((server) => ({ server, state: "ready", protocol: "systemone" })));
+    // /ready is open: servers are named by their labels there.
+    expect(ready.body.servers).toStrictEqual(
+      ["server 1", "server 2"].map((server) => ({ server, state: "ready", protocol: "systemone" })),
+    );
+    // So is /v1/models without an API key set.
+    const models = await request(d.app).get("/v1/models").expect(200);
+    expect(models.body.backend.servers).toStrictEqual([
+      { server: "server 1", protocol: "systemone" },
+      { server: "server 2", protocol: "systemone" },
+    ]);
     for (const f of fakes) f.holding = true;
     const done = Promise.all(
       [1, 2, 3, 4].map((i) =>
@@ -146,6 +155,6 @@ describe.each([false, true])("several native servers (shared through Redis: %s)"
     expect(res.status).toBe(200);
     expect(b.calls).toBe(1);
     const ready = await request(d.app).get("/ready").expect(200);
-    expect(ready.body.servers[0]).toMatchObject({ server: urls[0], state: "out", protocol: "systemone" });
+    expect(ready.body.servers[0]).toMatchObject({ server: "server 1", state: "out", protocol: "systemone" });
   });
 });
