@@ -6,7 +6,8 @@
  * at most QUESTIONS_PER_CALL questions and OUTCOMES_PER_CALL outcomes each), one after another as the decider
  * sends them in its slot. "Added" = p50 through the decider − p50 of the direct calls; a straight line through
  * the sizes splits it into a part per request and a part per upstream call.
- * Run: pnpm --filter @localdecider/decider bench:systemone (BENCH_REQUESTS per size, default 400).
+ * This client sends both sides with the decider's own HTTP client (node:http, kept-alive connections).
+ * Run: pnpm --filter @localdecider/decider bench:systemone (BENCH_REQUESTS per size, default 1600).
  */
 
 import { spawn } from "node:child_process";
@@ -14,19 +15,29 @@ import path from "node:path";
 import type { Question } from "@localdecider/contracts/decider";
 import { nativeQuestionOf } from "../src/decide/native";
 import { planRequest } from "../src/decide/plan";
+import { createHttpRequest } from "../src/upstream/http-fetch";
 import { documentedOptionLimit, wireBody } from "../src/upstream/systemone-upstream";
 import { stopProcess } from "../test/engine/backends";
 import { firstLine, startDecider } from "./processes";
 import { quantile, questions } from "./workload";
 
-const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 400);
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1600);
 const SIZES = [1, 16, 100];
 const STATE = { diff: "--- a/x\n+++ b/x\n-a\n+b\n" };
 const MODEL = "test-model";
 
+/**
+ * This client's HTTP, for both sides: node:http over kept-alive connections, the decider's own (upstream/
+ * http-fetch.ts), so that each exchange costs the client the same and the direct calls are the floor.
+ */
+const send = createHttpRequest();
+
 async function post(url: string, body: string): Promise<void> {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body });
-  await res.arrayBuffer();
+  const res = await send(new URL(url), {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: Buffer.from(body),
+  });
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
 }
 
