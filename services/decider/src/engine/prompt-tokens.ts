@@ -56,7 +56,8 @@ export class PromptTokenizer {
     const cut = sharedCut(rendered);
     const first = rendered[0] ?? [];
     const raw = await this.shared(first, cut, options);
-    const prefix = withBos(raw, options.bos);
+    // BOS goes before the whole prompt's first token: the shared part's, or (when nothing is shared) each tail's.
+    const prefix = raw.length > 0 ? withBos(raw, options.bos) : [];
     // Every probe adds at least one token of its own: a shared part that fills the context is already too long.
     if (prefix.length >= options.contextSize) throw new ContextOverflowError(prefix.length + 1, options.contextSize);
     const contentBefore = raw.length > 0;
@@ -68,7 +69,7 @@ export class PromptTokenizer {
       const probe: number[][] = [];
       for (const continuation of continuations[i] ?? []) {
         const tail = tokenizeValues([...own, continuation], options.tokenizer, contentBefore);
-        probe.push(prefix.length > 0 ? tail : withBos(tail, options.bos));
+        probe.push(raw.length > 0 ? tail : withBos(tail, options.bos));
         // A probe's own part is a few tokens; should a template leave it long, never hold the loop for long.
         tokenized += ownChars + continuation.length;
         if (tokenized > PIECE_CHARS) {

@@ -121,7 +121,7 @@ describe("prompt tokens and batched scoring on a real engine", () => {
       },
     );
 
-    it("with a template that thinks, the shared part ends before the think block the last message opens", async () => {
+    it("with a template that thinks (its think block written for the last message), the parts are the whole prompt's tokens", async () => {
       const probes = ['{"q1":', '{"q2":'].map((prefill) => ({
         messages: [
           { role: "system" as const, content: "S" },
@@ -183,6 +183,37 @@ describe("prompt tokens and batched scoring on a real engine", () => {
         expect(turns).toBeGreaterThanOrEqual(2);
       },
     );
+
+    it("puts BOS once before the whole prompt, when the model asks for it and the template did not write it", async () => {
+      const lib = await importNodeLlamaCpp();
+      // A tokenizer of one token per character, `<s>` (BOS, id 1) recognised in template pieces.
+      const chars = ((text: string, special?: boolean) =>
+        special === true && text === "<s>" ? [1] : [...text].map((c) => c.charCodeAt(0))) as NodeLlamaCpp.Tokenizer;
+      const options: TokenizeOptions = { tokenizer: chars, bos: 1, contextSize: 100, signal };
+      const piece = (text: string) => new lib.SpecialTokensText(text);
+      const tokenizer = new PromptTokenizer();
+      const code = (text: string) => [...text].map((c) => c.charCodeAt(0));
+      // A shared part: BOS before it, none before the probes' own tokens.
+      const shared = await tokenizer.tokenize(
+        [
+          ["U", piece("|"), "a"],
+          ["U", piece("|"), "b"],
+        ].map((v) => lib.LlamaText(v).values),
+        [["x"], ["y"]],
+        options,
+      );
+      expect(shared).toStrictEqual({ prefix: [1, ...code("U|")], tails: [[code("ax")], [code("by")]] });
+      // A template that writes BOS itself: not a second one.
+      const written = await tokenizer.tokenize(
+        [[piece("<s>"), "U", piece("|"), "a"]].map((v) => lib.LlamaText(v).values),
+        [["x"]],
+        options,
+      );
+      expect(written.prefix).toStrictEqual([1, ...code("U|")]);
+      // Nothing shared (no template piece): each probe's tokens start with BOS.
+      const plain = await tokenizer.tokenize([["Ua"], ["Ub"]], [["x"], ["y"]], options);
+      expect(plain).toStrictEqual({ prefix: [], tails: [[[1, ...code("Uax")]], [[1, ...code("Uby")]]] });
+    });
 
     it("a long state that fits is counted in pieces, then tokenized whole, exactly", async () => {
       const state = "The quick brown fox jumps over the lazy dog.\n".repeat(500); // 22,500 characters, ~5,000 tokens
