@@ -2,7 +2,7 @@ import path from "node:path";
 import type { ChatMessage } from "../upstream/types";
 import { evaluateAfter, logNormaliser } from "./evaluate";
 import { importNodeLlamaCpp, type NodeLlamaCpp } from "./node-llama-cpp";
-import { PromptTokenizer, type PromptTokens } from "./prompt-tokens";
+import { PIECE_CHARS, PromptTokenizer, type PromptTokens } from "./prompt-tokens";
 import { SequencePool, sharedPrefix } from "./sequence-pool";
 
 export interface EngineOptions {
@@ -173,7 +173,15 @@ export class LlamaEngine {
    * continuations (see PromptTokenizer).
    */
   async prepare(probes: readonly ScoreRequest[], signal: AbortSignal): Promise<PromptTokens> {
-    const rendered = probes.map((p) => this.render(p.messages).values);
+    const rendered: (readonly NodeLlamaCpp.LlamaTextValue[])[] = [];
+    for (const probe of probes) {
+      // Rendering copies the whole text (about 5 ms for a 1 MB state): a long prompt's probes one per turn.
+      if (rendered.length > 0 && probe.messages.reduce((n, m) => n + m.content.length, 0) > 2 * PIECE_CHARS) {
+        await new Promise((resolve) => setImmediate(resolve));
+        signal.throwIfAborted();
+      }
+      rendered.push(this.render(probe.messages).values);
+    }
     return this.tokenizer.tokenize(
       rendered,
       probes.map((p) => p.continuations),
