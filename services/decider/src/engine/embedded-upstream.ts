@@ -5,6 +5,7 @@ import {
   type ProbeOptions,
   type ProbeRequest,
   type ProbeResult,
+  type ScoredResult,
   type Upstream,
   UpstreamError,
 } from "../upstream/types";
@@ -229,15 +230,25 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     return { ready: false, message: this.stateText, modelMissing: true };
   }
 
-  async probe(request: ProbeRequest, { signal, slot }: ProbeOptions): Promise<ProbeResult> {
+  async probe(request: ProbeRequest, options: ProbeOptions): Promise<ProbeResult> {
+    const [only] = await this.probeMany([request], options);
+    return only as ProbeResult;
+  }
+
+  /**
+   * The probes of one prompt in one call (they share all but their prefilled answer): the prompt is tokenized
+   * once and evaluated once in the slot's sequence, then each probe's own tokens (LlamaEngine.scoreMany). Each
+   * result counts what its probe evaluated; the first also the shared prompt, when it was not in the sequence.
+   */
+  async probeMany(requests: readonly ProbeRequest[], { signal, slot }: ProbeOptions): Promise<ScoredResult[]> {
     if (this.state.phase !== "ready") {
       // The model gate refuses decisions before they get here; this is only a backstop.
       throw new UpstreamError({ kind: "not_ready", status: 503, detail: "the embedded model is not loaded" });
     }
     const { engine } = this.state;
     try {
-      const { scores, evaluated } = await engine.score(request.messages, request.continuations, signal, slot);
-      return { scores, usage: { input: evaluated, output: 0 } };
+      const results = await engine.scoreMany(requests, signal, slot);
+      return results.map(({ scores, evaluated }) => ({ scores, usage: { input: evaluated, output: 0 } }));
     } catch (err) {
       if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
       // Each sequence has a context of its own: a prompt that does not fit does not fit alone.

