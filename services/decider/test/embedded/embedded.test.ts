@@ -297,9 +297,11 @@ describe("the embedded engine", () => {
       maxInflight: 2,
     });
     try {
-      const questions: Record<string, Question> = {
+      const questions: Record<string, TextQuestion> = {
         ...QUESTIONS,
-        ...Object.fromEntries(Array.from({ length: 14 }, (_, i) => [`extra${i}`, { type: "noul" } as Question])),
+        ...Object.fromEntries(
+          Array.from({ length: 14 }, (_, i) => [`extra${i}`, { type: "noul", instructions: "Is it?" } as TextQuestion]),
+        ),
       };
       const count = Object.keys(questions).length;
       const res = await decide(batched.app, questions);

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import { planRequest } from "../../src/decide/plan";
 import { probeOf } from "../../src/decide/probe";
 import { promptOf, stateBlock } from "../../src/decide/prompt";
@@ -25,14 +25,14 @@ jest.setTimeout(120_000);
 const CONTEXT = 8192;
 
 /** The decider's own probes for these questions: every part of the first prompt. */
-function probesFor(questions: Record<string, Question>, state: unknown = STATE): ProbeRequest[] {
+function probesFor(questions: Record<string, TextQuestion>, state: unknown = STATE): ProbeRequest[] {
   const plan = planRequest(questions, { questionsPerCall: 16, outcomesPerCall: 128, outcomesPerPart: Infinity });
   const parts = plan.firstRound[0] ?? [];
   const shared = promptOf(stateBlock(state), parts);
   return parts.map((part, i) => probeOf(shared, part, i));
 }
 
-const MIXED: Record<string, Question> = {
+const MIXED: Record<string, TextQuestion> = {
   ...QUESTIONS,
   many: chooser(Array.from({ length: 30 }, (_, i) => `label-${i}`)),
 };
@@ -218,7 +218,10 @@ describe("prompt tokens and batched scoring on a real engine", () => {
     it("a long state that fits is counted in pieces, then tokenized whole, exactly", async () => {
       const state = "The quick brown fox jumps over the lazy dog.\n".repeat(500); // 22,500 characters, ~5,000 tokens
       expect(state.length).toBeGreaterThan(2 * PIECE_CHARS);
-      const probes = probesFor({ a: { type: "noul" }, b: { type: "noul" } }, state);
+      const probes = probesFor(
+        { a: { type: "noul", instructions: "Is it?" }, b: { type: "noul", instructions: "Is it?" } },
+        state,
+      );
       const { prefix, tails } = await engine.prepare(probes, signal);
       for (const [i, probe] of probes.entries()) {
         expect([...prefix, ...(tails[i]?.[0] ?? [])]).toStrictEqual(
@@ -229,7 +232,7 @@ describe("prompt tokens and batched scoring on a real engine", () => {
 
     it("a prompt that does not fit is refused before any evaluation, naming its size", async () => {
       // `thinking` (1024 tokens per sequence) scores nothing else in this file: its sequence is never lent.
-      const probe = probesFor({ a: { type: "noul" } }, "word ".repeat(2000))[0] as ProbeRequest;
+      const probe = probesFor({ a: { type: "noul", instructions: "Is it?" } }, "word ".repeat(2000))[0] as ProbeRequest;
       const refused = await thinking.scoreMany([probe], signal).catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(ContextOverflowError);
       expect((refused as ContextOverflowError).message).toMatch(/^\d+ tokens do not fit the context of 1024$/);
@@ -252,7 +255,9 @@ describe("prompt tokens and batched scoring on a real engine", () => {
 
     it("reads the shared prompt once: the first probe evaluates it, each other probe only its own few tokens", async () => {
       const probes = probesFor(
-        Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`q${i}`, { type: "noul" } as Question])),
+        Object.fromEntries(
+          Array.from({ length: 16 }, (_, i) => [`q${i}`, { type: "noul", instructions: "Is it?" } as TextQuestion]),
+        ),
       );
       const results = await engine.scoreMany(probes, signal);
       const promptTokens = reference.tokenize(renderChatML((probes[0] as ProbeRequest).messages)).length;
