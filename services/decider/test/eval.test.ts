@@ -382,10 +382,113 @@ describe("LOCALDECIDER_CALIBRATION at boot", () => {
     const run = await startFailing({ LOCALDECIDER_CALIBRATION: path });
     expect(run.code).toBe(1);
     expect(run.stderr.trim()).toBe(
-      `decider failed to start: LOCALDECIDER_CALIBRATION: calibration file ${path}: cannot be read (ENOENT)`,
+      `decider failed to start: LOCALDECIDER_CALIBRATION: calibration file ${path}: cannot be read (ENOENT: there is no such file)`,
+    );
+  });
+
+  it("says where it looked for a relative path: in the directory the command was run in (INIT_CWD)", async () => {
+    const run = await startFailing({ LOCALDECIDER_CALIBRATION: "eval-out/missing.json", INIT_CWD: dir });
+    expect(run.code).toBe(1);
+    expect(run.stderr.trim()).toBe(
+      `decider failed to start: LOCALDECIDER_CALIBRATION: calibration file eval-out/missing.json (looked for at ${join(dir, "eval-out", "missing.json")}): cannot be read (ENOENT: there is no such file)`,
     );
   });
 });
+
+describe("the root README's two commands, run from one directory", () => {
+  it("pnpm decider eval --fit writes eval-out/calibration.json there and prints its absolute path, and pnpm --filter @localdecider/decider start finds it by the same relative path", async () => {
+    writeFileSync(join(dir, "data.jsonl"), `${Array.from({ length: 36 }, (_, i) => record(i)).join("\n")}\n`);
+    // As the README has them, with --dir naming the checkout: pnpm runs both scripts in their packages'
+    // folders (the repository root, services/decider), and this directory is where they were run from.
+    const fit = await runPnpm(
+      [
+        ...["--dir", REPO, "decider", "eval", "--data", "data.jsonl", "--url", served.url, "--out", "eval-out"],
+        ...["--fit", "--quiet", "--bootstrap", "0", "--no-charts", "--min-per-name", "100000"],
+      ],
+      dir,
+    );
+    expect(fit.code).toBe(0);
+    const file = join(dir, "eval-out", "calibration.json");
+    expect(fit.stdout).toContain(`(start the decider with LOCALDECIDER_CALIBRATION=${file})`);
+    const fitted = CalibrationFile.parse(JSON.parse(readFileSync(file, "utf8")));
+
+    const service = await startWithPnpm(
+      {
+        LOCALDECIDER_CALIBRATION: "eval-out/calibration.json",
+        LOCALDECIDER_UPSTREAM: h.upstream,
+        LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+      },
+      dir,
+    );
+    try {
+      const models = (await (await fetch(`${service.url}/v1/models`)).json()) as { calibration: unknown };
+      expect(models.calibration).toMatchObject({ active: true, fitted_at: fitted.fitted_at });
+      expect(service.listening.calibration).toMatchObject({ file });
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+/** `pnpm <args>` run in `cwd`, to its end. */
+function runPnpm(args: string[], cwd: string): Promise<CliRun> {
+  const child = spawn("pnpm", args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const output = { stdout: "", stderr: "" };
+  child.stdout?.on("data", (c: Buffer) => {
+    output.stdout += c.toString();
+  });
+  child.stderr?.on("data", (c: Buffer) => {
+    output.stderr += c.toString();
+  });
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, ...output }));
+  });
+}
+
+/**
+ * `pnpm --dir <repo> --filter @localdecider/decider start` run in `cwd`, in a process group of its own (pnpm
+ * and the node it starts), stopped together by SIGTERM to the group; resolves once the decider listens.
+ */
+async function startWithPnpm(
+  env: Record<string, string>,
+  cwd: string,
+): Promise<{ url: string; listening: Record<string, unknown>; stop: () => Promise<void> }> {
+  const child = spawn("pnpm", ["--dir", REPO, "--filter", "@localdecider/decider", "start"], {
+    cwd,
+    env: { ...process.env, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  const exited = new Promise((resolve) => child.on("exit", resolve));
+  const stop = async () => {
+    try {
+      process.kill(-(child.pid as number), "SIGTERM");
+    } catch {
+      // already gone
+    }
+    await exited;
+  };
+  let stderr = "";
+  child.stderr?.on("data", (c: Buffer) => {
+    stderr += c.toString();
+  });
+  try {
+    const listening = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      let text = "";
+      child.stdout?.on("data", (c: Buffer) => {
+        text += c.toString();
+        const line = text.split("\n").find((l) => l.includes('"decider listening"'));
+        if (line !== undefined) resolve(JSON.parse(line) as Record<string, unknown>);
+      });
+      child.on("exit", (code) => reject(new Error(`pnpm start exited with ${code}: ${stderr}`)));
+    });
+    return { url: `http://127.0.0.1:${listening.port as number}`, listening, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
 
 function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [MAIN], {

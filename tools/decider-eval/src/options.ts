@@ -1,3 +1,4 @@
+import path from "node:path";
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import type { EvalOptions } from "./evaluate";
@@ -86,15 +87,21 @@ export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
     );
   }
   const v = parsed.data;
+  // Relative paths are read from where the user ran the command: the root script `pnpm decider` runs in the
+  // repository root, and pnpm says where it was run in INIT_CWD. Absolute from here on, so that what the tool
+  // prints (the calibration file for LOCALDECIDER_CALIBRATION above all) can be used from any directory.
+  const init = env.INIT_CWD;
+  const base = init !== undefined && path.isAbsolute(init) ? init : process.cwd();
+  const absolute = (p: string) => path.resolve(base, p);
   return {
     help: false,
     quiet: v.quiet,
     options: {
-      data: v.data,
+      data: absolute(v.data),
       url: v.url,
       apiKey: v["api-key"] ?? (env.LOCALDECIDER_API_KEY === "" ? undefined : env.LOCALDECIDER_API_KEY),
       model: v.model,
-      out: v.out,
+      out: absolute(v.out),
       concurrency: v.concurrency,
       timeoutSeconds: v.timeout,
       retries: v.retries,
@@ -103,7 +110,7 @@ export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
       fit: v.fit,
       holdout: v.holdout,
       minPerName: v["min-per-name"],
-      calibrationOut: v["calibration-out"],
+      calibrationOut: v["calibration-out"] === undefined ? undefined : absolute(v["calibration-out"]),
       charts: !v["no-charts"],
     },
   };
