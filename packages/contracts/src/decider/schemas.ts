@@ -102,6 +102,11 @@ export type ScoreAnswer = z.infer<typeof ScoreAnswer>;
 export const Answer = z.discriminatedUnion("type", [NoulAnswer, ChoiceAnswer, ScoreAnswer]);
 export type Answer = z.infer<typeof Answer>;
 
+/**
+ * Tokens of every upstream call of a request: `input_tokens` evaluated (a prompt cache's not counted),
+ * `output_tokens` generated (one per call by a model server; none by the embedded engine, which reads the
+ * outcomes' probabilities and counts their tokens as input).
+ */
 export const Usage = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
 export type Usage = z.infer<typeof Usage>;
 
