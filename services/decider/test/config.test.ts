@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import { configSchema, invocationDir, withAbsolutePaths } from "../src/config";
+import { AUTO_CONTEXT_TOKENS } from "../src/engine/llama-engine";
 import { upstreamAddress, upstreamBaseURL } from "../src/upstream/address";
 import { SERVICE_VERSION } from "../src/version";
 
@@ -269,6 +270,17 @@ describe("relative paths in the environment", () => {
     expect(withAbsolutePaths(loadConfig(configSchema, {}), "/u/p").LOCALDECIDER_MODEL).toBe(
       "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
     );
+  });
+});
+
+describe("the README's embedded-engine figures", () => {
+  it("show the context `auto` gives the default model (trained on 32,768) and the KV cache of two such sequences", () => {
+    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+    const auto = Math.min(32_768, AUTO_CONTEXT_TOKENS);
+    expect(readme).toContain(`"context_size":${auto},"sequences":2,"train_context_size":32768`);
+    // Qwen2.5-1.5B: 28 layers × 2 KV heads × 128 dimensions × key and value × 2 bytes per token.
+    const mib = (28 * 2 * 128 * 2 * 2 * auto * 2) / 2 ** 20;
+    expect(readme).toContain(`${mib} MiB for the default 2 sequences × ${auto} tokens`);
   });
 });
 
