@@ -32,6 +32,8 @@ export interface EmbeddedOptions {
 
 /** Where the engine is on its way to answering, as /ready tells it. */
 export type EngineState =
+  /** Before anything else: the engine's binary is loaded and the model file looked for. */
+  | { phase: "starting" }
   | { phase: "verifying" }
   | { phase: "downloading"; percent: number | undefined }
   | { phase: "loading" }
@@ -52,7 +54,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   readonly prefixCache = "slot";
   /** The state is in memory: decisions read it fresh every time. */
   readonly maxAgeMs = 0;
-  private state: EngineState = { phase: "loading" };
+  private state: EngineState = { phase: "starting" };
   private readonly stop = new AbortController();
   private started: Promise<void> | undefined;
 
@@ -63,7 +65,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     this.started ??= this.boot().catch((err: unknown) => {
       if (this.state.phase === "closed") return;
       const message = reason(err);
-      this.state = { phase: "failed", message };
+      this.setState({ phase: "failed", message });
       this.options.logger.error("embedded model unavailable", { reason: message });
     });
     return this.started;
@@ -92,7 +94,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     // An installation without the engine (the lean image) says so at once, not after a 1 GB download.
     await importNodeLlamaCpp();
     const modelPath = await this.resolveFile();
-    this.state = { phase: "loading" };
+    this.setState({ phase: "loading" });
     this.options.logger.info("loading model", { file: modelPath });
     let engine: LlamaEngine;
     try {
@@ -104,7 +106,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
       await engine.close();
       return;
     }
-    this.state = { phase: "ready", engine };
+    this.setState({ phase: "ready", engine });
     const { info } = engine;
     this.options.logger.info("model loaded", { ...info, size: formatBytes(info.sizeBytes) });
   }
@@ -149,7 +151,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
       logger.warn("model file refused: downloading it again", { file: dest, reason: kept.reason });
       removeKept(dest);
     }
-    this.state = { phase: "downloading", percent: undefined };
+    this.setState({ phase: "downloading", percent: undefined });
     logger.info("downloading model", { uri: source.uri, to: dest });
     const gate = new ProgressGate();
     const bar = this.options.progressBar ?? process.stderr.isTTY === true;
@@ -187,7 +189,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
 
   /** SHA-256 of a model file, with the cost in the log: about 2 s per GB read (README, "Model downloads"). */
   private async hash(file: string, against: "pin" | "record", noFollow: boolean): Promise<HashedFile> {
-    this.state = { phase: "verifying" };
+    this.setState({ phase: "verifying" });
     const { logger } = this.options;
     logger.info("verifying model", { file, against });
     const began = performance.now();
@@ -203,12 +205,27 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     return hashed;
   }
 
-  /** `ready`, or what /ready says while not: `downloading model (42 %)`, `loading model`, or the failure. */
+  /**
+   * A change of phase, logged at debug with what /ready says from now on (a download's or a load's percent
+   * changes the state without a line here: those have lines of their own).
+   */
+  private setState(state: EngineState): void {
+    const before = this.state.phase;
+    this.state = state;
+    if (state.phase !== before) this.options.logger.debug("embedded engine state", { state: this.stateText });
+  }
+
+  /**
+   * `ready`, or what /ready says while not, in the order it happens: `starting the engine`, `verifying model
+   * (SHA-256)`, `downloading model (42 %)`, `loading model`, or the failure.
+   */
   get stateText(): string {
     const s = this.state;
     switch (s.phase) {
       case "ready":
         return "ready";
+      case "starting":
+        return "starting the engine";
       case "verifying":
         return "verifying model (SHA-256)";
       case "downloading":

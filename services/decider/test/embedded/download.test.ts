@@ -135,10 +135,15 @@ describe("the embedded engine while its model downloads", () => {
 
   it("answers /ready and decisions 503 with the download's progress, then loads the model and answers 200", async () => {
     server.serve("/tiny.gguf", { bytes: model, holdAfter: model.length / 4 });
-    const { logger, lines } = capturingLogger("info");
+    const { logger, lines } = capturingLogger("silly");
     const embedded = embeddedFor(`${server.url}/resolve/tiny.gguf`, logger);
     const d = deciderOver(embeddedBackend(embedded, `${dir}/tiny.gguf`, capturingLogger().logger));
     try {
+      // Not "loading model" before anything was downloaded.
+      expect((await request(d.app).get("/ready")).body).toStrictEqual({
+        error: "starting the engine",
+        code: "backend_not_ready",
+      });
       const started = embedded.start();
       await waitFor(() => embedded.stateText === "downloading model (25 %)", "a quarter downloaded");
       const ready = await request(d.app).get("/ready");
@@ -152,6 +157,9 @@ describe("the embedded engine while its model downloads", () => {
       server.release();
       await started;
       expect((await request(d.app).get("/ready")).status).toBe(200);
+      // Each state /ready went through, in order: the download, then the load, once each.
+      const states = lines.filter((l) => l.message === "embedded engine state").map((l) => l.state);
+      expect(states).toStrictEqual(["downloading model (0 %)", "loading model", "ready"]);
       const messages = lines.map((l) => l.message);
       expect(messages).toEqual(
         expect.arrayContaining(["downloading model", "model downloaded", "loading model", "model loaded"]),
