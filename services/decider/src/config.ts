@@ -103,7 +103,8 @@ export const configSchema = z
   })
   .superRefine((config, ctx) => {
     try {
-      parseModelSource(config.LOCALDECIDER_MODEL);
+      // Its form only: HF_ENDPOINT and HF_TOKEN are read (and checked) when the embedded engine is built.
+      parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
     } catch (err) {
       ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_MODEL"], message: (err as Error).message });
     }
@@ -161,11 +162,18 @@ export function invocationDir(env: NodeJS.ProcessEnv = process.env, cwd = proces
  * LOCALDECIDER_MODELS_DIR. (LOCALDECIDER_CALIBRATION is resolved by loadCalibration, whose errors show both.)
  */
 export function withAbsolutePaths(config: Config, dir: string): Config {
-  const source = parseModelSource(config.LOCALDECIDER_MODEL, dir);
+  const source = parseModelSource(config.LOCALDECIDER_MODEL, dir, {});
   const modelsDir = config.LOCALDECIDER_MODELS_DIR;
   return {
     ...config,
     ...(source.kind === "file" ? { LOCALDECIDER_MODEL: source.path } : {}),
     ...(modelsDir === undefined ? {} : { LOCALDECIDER_MODELS_DIR: path.resolve(dir, modelsDir) }),
   };
+}
+
+/** The embedded engine's model file, when LOCALDECIDER_MODEL is a path (not a download, not a model server). */
+export function embeddedModelFile(config: Config): string | undefined {
+  if (config.LOCALDECIDER_UPSTREAM !== undefined) return undefined;
+  const source = parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
+  return source.kind === "file" ? source.path : undefined;
 }

@@ -8,7 +8,7 @@ import {
   type Upstream,
   UpstreamError,
 } from "../upstream/types";
-import { type DownloadOptions, downloadFile } from "./download";
+import { DownloadError, type DownloadOptions, downloadFile } from "./download";
 import { ContextOverflowError } from "./evaluate";
 import { type EngineInfo, type EngineOptions, LlamaEngine } from "./llama-engine";
 import { type HashedFile, hashFile, inspectKept, removeKept, writeRecord } from "./model-file";
@@ -24,8 +24,8 @@ export interface EmbeddedOptions {
   sha256: string | undefined;
   engine: Omit<EngineOptions, "modelPath">;
   logger: Logger;
-  /** Download retries and their backoff (tests shorten them). */
-  download?: Pick<DownloadOptions, "attempts" | "backoffMs">;
+  /** Download retries and their backoff (tests shorten them), and where the proxy variables are read. */
+  download?: Pick<DownloadOptions, "attempts" | "backoffMs" | "env">;
   /** Draw a progress bar on stderr (default: when stderr is a terminal). */
   progressBar?: boolean;
 }
@@ -179,7 +179,8 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
         },
       });
     } catch (err) {
-      throw new Error(`model download failed: ${source.uri}: ${reason(err)}`);
+      const hint = downloadHint(source, err, this.options.download?.env ?? process.env);
+      throw new Error(`model download failed: ${source.uri}: ${reason(err)}${hint}`);
     } finally {
       if (bar) process.stderr.write("\n");
     }
@@ -271,6 +272,36 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     this.stop.abort();
     if (s.phase === "ready") await s.engine.close();
   }
+}
+
+/**
+ * What to do about a failed download, after its reason: when no answer came (no network, no name, refused),
+ * the ways around it; when the hub refused an hf: file, the token. Names variables only, never their values.
+ */
+function downloadHint(
+  source: Extract<ModelSource, { kind: "download" }>,
+  err: unknown,
+  env: NodeJS.ProcessEnv,
+): string {
+  if (!(err instanceof DownloadError)) return "";
+  const hf = source.uri.startsWith("hf:");
+  if (err.unreachable) {
+    const proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"].find((v) => (env[v] ?? "") !== "");
+    return (
+      `. ${new URL(source.url).host} cannot be reached from here${proxy === undefined ? "" : ` (through the proxy in ${proxy})`}: ` +
+      "put the model file on this machine and set LOCALDECIDER_MODEL to its path, set LOCALDECIDER_UPSTREAM to a model server" +
+      (hf ? ", set HF_ENDPOINT to a Hugging Face mirror" : "") +
+      (proxy === undefined
+        ? ", or set HTTPS_PROXY to the proxy this machine reaches the internet through"
+        : ", or check that proxy")
+    );
+  }
+  if (hf && /^HTTP 40[13]\b/.test(err.message)) {
+    return source.authorization === undefined
+      ? ". The hub refused it: a gated or private repository needs HF_TOKEN (a Hugging Face access token)"
+      : ". The hub refused HF_TOKEN for it: check that the token may read this repository";
+  }
+  return "";
 }
 
 function reason(err: unknown): string {
