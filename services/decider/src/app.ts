@@ -28,6 +28,7 @@ import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue } from "./routes/input-limits";
+import { invalidBody } from "./routes/invalid-body";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
 
@@ -154,10 +155,10 @@ export function createApp(deps: AppDeps): DeciderApp {
         const issue = inputLimitIssue(body);
         if (issue !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [issue] });
       },
-      invalid: (_part, error) =>
-        deciderError("invalid_request", "Invalid request body", {
-          details: validationDetails(error, { root: "body" }),
-        }),
+      invalid: (_part, error, body) => {
+        const { message, details } = invalidBody(body, validationDetails(error, { root: "body" }));
+        return deciderError("invalid_request", message, { details });
+      },
     },
   );
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));
