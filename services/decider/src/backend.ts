@@ -106,7 +106,12 @@ export function embeddedBackend(
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {
       const info = embedded.info;
-      const base = { kind: "embedded" as const, source: embedded.modelLabel, state: embedded.stateText };
+      const base = {
+        kind: "embedded" as const,
+        source: embedded.modelLabel,
+        state: embedded.stateText,
+        phase: embedded.current.phase,
+      };
       if (info === undefined) return base;
       return {
         ...base,

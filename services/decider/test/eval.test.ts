@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { CalibrationFile } from "@localdecider/contracts/decider";
 import request from "supertest";
 import { loadCalibration } from "../src/calibration/load";
+import { ModelFileServer } from "./embedded/model-server";
+import { tinyModelPath } from "./engine/tiny-model";
 import { deciderFor, type Harness, harness, listen } from "./helpers";
 
 /**
@@ -345,6 +347,88 @@ describe("pnpm decider eval interrupted and resumed", () => {
     const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
     expect(report.records.answered).toBe(total);
     expect(report.records.skipped_as_answered).toBe(kept);
+  });
+});
+
+describe("pnpm decider eval against an embedded model that is not loaded", () => {
+  let files: ModelFileServer;
+  beforeEach(async () => {
+    files = new ModelFileServer();
+    await files.start();
+  });
+  afterEach(async () => {
+    await files.stop();
+  });
+
+  const embeddedEnv = (model: string) => ({
+    LOCALDECIDER_MODEL: model,
+    LOCALDECIDER_MODELS_DIR: join(dir, "models"),
+    LOCALDECIDER_CONTEXT_SIZE: "2048",
+    LOCALDECIDER_THREADS: "1",
+  });
+
+  it("stops after the preflight with the decider's reason when the model failed, and asks nothing", async () => {
+    const uri = `${files.url}/missing.gguf`;
+    const service = await startMain(embeddedEnv(uri));
+    try {
+      const data = join(dir, "data.jsonl");
+      writeFileSync(data, `${record(0)}\n`);
+      const out = join(dir, "out");
+      const run = await runCli(evalArgs(data, service.url, out));
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(
+        `decider eval: the decider at ${service.url} cannot answer: its model ${uri} is not loaded: model download failed: ${uri}: HTTP 404 Not Found\n`,
+      );
+      expect(existsSync(out)).toBe(false);
+      const metrics = await (await fetch(`${service.url}/metrics`)).text();
+      expect(metrics).not.toMatch(/http_requests_total\{[^}]*route="\/v1\/systemone"/);
+    } finally {
+      await service.stop();
+    }
+  });
+
+  it("waits for a model on its way, saying so, then asks the records", async () => {
+    const model = readFileSync(tinyModelPath());
+    files.serve("/tiny.gguf", { bytes: model, holdAfter: Math.floor(model.length / 2) });
+    const service = await startMain(embeddedEnv(`${files.url}/tiny.gguf`));
+    try {
+      const data = join(dir, "data.jsonl");
+      writeFileSync(data, `${[record(0), record(1)].join("\n")}\n`);
+      const out = join(dir, "out");
+      const run = await runCli(
+        evalArgs(data, service.url, out, "--bootstrap", "0", "--no-charts"),
+        (_child, output) => {
+          void until(
+            () => output.stderr.includes("waiting for the decider's model: downloading model"),
+            "the wait",
+          ).then(() => files.release());
+        },
+      );
+      expect(run.stderr).toMatch(
+        /^waiting for the decider's model: (starting the engine|downloading model \(\d+ %\))\n/,
+      );
+      expect(run.stderr).toContain("waiting for the decider's model: downloading model (");
+      expect(run.code).toBe(0);
+      const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
+      expect(report.records).toMatchObject({ total: 2, answered: 2, failed: 0 });
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+describe("pnpm decider --version", () => {
+  it("prints the tool's name and version and exits 0", async () => {
+    const pkg = JSON.parse(readFileSync(join(REPO, "tools", "decider-eval", "package.json"), "utf8"));
+    for (const args of [["--version"], ["eval", "--version"]]) {
+      const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      child.stdout?.on("data", (c: Buffer) => {
+        stdout += c.toString();
+      });
+      const code = await new Promise((resolve) => child.on("close", resolve));
+      expect([code, stdout]).toStrictEqual([0, `decider-eval ${pkg.version}\n`]);
+    }
   });
 });
 

@@ -24,6 +24,7 @@ per question type and name, draws reliability diagrams, and with --fit writes a 
   --calibration-out <f>  where --fit writes the file (default <out>/calibration.json)
   --no-charts            skip the PNG/SVG charts
   --quiet                no progress line
+  --version              the tool's version
   -h, --help             this text`;
 
 const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
@@ -49,7 +50,11 @@ const Schema = z.object({
   quiet: z.boolean().default(false),
 });
 
-export type Parsed = { help: true } | { help: false; options: EvalOptions; quiet: boolean };
+/** What the arguments ask for: the usage text, the version, or a run. */
+export type Parsed =
+  | { help: true }
+  | { help: false; version: true }
+  | { help: false; options: EvalOptions; quiet: boolean };
 
 export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
   const string = { type: "string" } as const;
@@ -75,9 +80,11 @@ export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
       "no-charts": { type: "boolean" },
       quiet: { type: "boolean" },
       help: { type: "boolean", short: "h" },
+      version: { type: "boolean" },
     },
   });
   if (values.help === true) return { help: true };
+  if (values.version === true) return { help: false, version: true };
   const parsed = Schema.safeParse(values);
   if (!parsed.success) {
     throw new Error(

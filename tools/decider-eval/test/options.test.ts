@@ -29,17 +29,22 @@ describe("parseEvalArgs", () => {
   it("reads relative paths from where the command was run (INIT_CWD, which pnpm sets), else the working directory", () => {
     const args = ["--data", "d.jsonl", "--out", "o", "--calibration-out", "../c.json"];
     const fromPnpm = parseEvalArgs(args, { INIT_CWD: "/u/project" });
-    expect(fromPnpm.help === false && fromPnpm.options).toMatchObject({
+    expect("options" in fromPnpm && fromPnpm.options).toMatchObject({
       data: "/u/project/d.jsonl",
       out: "/u/project/o",
       calibrationOut: "/u/c.json",
     });
     const plain = parseEvalArgs([...args, "--data", "/abs/d.jsonl"], {});
-    expect(plain.help === false && plain.options).toMatchObject({
+    expect("options" in plain && plain.options).toMatchObject({
       data: "/abs/d.jsonl",
       out: join(process.cwd(), "o"),
       calibrationOut: join(process.cwd(), "..", "c.json"),
     });
+  });
+
+  it("asks for the version with --version, whatever else is given", () => {
+    expect(parseEvalArgs(["--version"], {})).toStrictEqual({ help: false, version: true });
+    expect(parseEvalArgs(["--data", "d", "--version"], {})).toStrictEqual({ help: false, version: true });
   });
 
   it("refuses values out of bounds naming the option", () => {

@@ -145,6 +145,11 @@ export const BackendInfo = z.discriminatedUnion("kind", [
     source: z.string(),
     /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
     state: z.string(),
+    /**
+     * The same, for programs: `failed` will not change without a restart (a download or load that failed);
+     * the others are on their way to `ready`. Absent from deciders older than this field.
+     */
+    phase: z.enum(["starting", "verifying", "downloading", "loading", "ready", "failed", "closed"]).optional(),
     /** `cpu`, or the GPU backend in use (`cuda`, `vulkan`, `metal`); absent until loaded. */
     gpu: z.string().optional(),
     model: EmbeddedModelInfo.optional(),

@@ -244,6 +244,7 @@ describe("the embedded engine", () => {
       kind: "embedded",
       source: modelFile,
       state: "ready",
+      phase: "ready",
       gpu: "cpu",
       model: {
         file: path.basename(modelFile),
