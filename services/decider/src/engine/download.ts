@@ -35,11 +35,23 @@ export interface DownloadOptions {
   attempts?: number;
   /** Wait before the second try, doubled for each further one (at most 30 s). */
   backoffMs?: number;
+  /** Told before each wait for another try: why the last one failed, and when the next one starts. */
+  onRetry?: (retry: DownloadRetry) => void;
   /**
    * Where the proxy variables are read (default: the process's): HTTPS_PROXY for https URLs, HTTP_PROXY for
    * http ones, NO_PROXY for hosts to reach directly (either case, lower case first, as curl reads them).
    */
   env?: NodeJS.ProcessEnv;
+}
+
+export interface DownloadRetry {
+  /** The try about to be made (2 for the first retry), and how many there are in all. */
+  attempt: number;
+  attempts: number;
+  /** Why the last try failed. */
+  reason: string;
+  /** How long until the next try. */
+  waitMs: number;
 }
 
 /**
@@ -92,6 +104,8 @@ export async function downloadFile(options: DownloadOptions): Promise<{ sha256: 
         if (final || attempt >= attempts) {
           throw err instanceof DownloadError ? err : new DownloadError(rootCauseMessage(err), false);
         }
+        const reason = err instanceof DownloadError ? err.message : rootCauseMessage(err);
+        options.onRetry?.({ attempt: attempt + 1, attempts, reason, waitMs: wait });
         await delay(wait, undefined, { signal: options.signal });
         wait = Math.min(wait * 2, 30_000);
       }

@@ -14,7 +14,7 @@ import { type EngineInfo, type EngineOptions, LlamaEngine } from "./llama-engine
 import { type HashedFile, hashFile, inspectKept, removeKept, writeRecord } from "./model-file";
 import type { ModelSource } from "./model-source";
 import { importNodeLlamaCpp } from "./node-llama-cpp";
-import { formatBytes, ProgressGate, percentOf, progressBar } from "./progress";
+import { formatBytes, PercentGate, ProgressGate, percentOf, progressBar } from "./progress";
 
 export interface EmbeddedOptions {
   source: ModelSource;
@@ -35,8 +35,13 @@ export type EngineState =
   /** Before anything else: the engine's binary is loaded and the model file looked for. */
   | { phase: "starting" }
   | { phase: "verifying" }
-  | { phase: "downloading"; percent: number | undefined }
-  | { phase: "loading" }
+  | {
+      phase: "downloading";
+      percent: number | undefined;
+      /** While a failed try waits for the next one: which one that is, and why the last failed. */
+      retry?: { attempt: number; attempts: number; reason: string };
+    }
+  | { phase: "loading"; percent?: number }
   | { phase: "ready"; engine: LlamaEngine }
   | { phase: "failed"; message: string }
   | { phase: "closed" };
@@ -96,9 +101,16 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     const modelPath = await this.resolveFile();
     this.setState({ phase: "loading" });
     this.options.logger.info("loading model", { file: modelPath });
+    const gate = new PercentGate();
+    const onLoadProgress = (loaded: number) => {
+      if (this.state.phase !== "loading") return;
+      const percent = Math.min(100, Math.floor(loaded * 100));
+      this.state = { phase: "loading", percent };
+      if (gate.shouldLog(percent)) this.options.logger.info("loading model", { file: modelPath, percent });
+    };
     let engine: LlamaEngine;
     try {
-      engine = await LlamaEngine.open({ ...this.options.engine, modelPath });
+      engine = await LlamaEngine.open({ ...this.options.engine, modelPath, onLoadProgress });
     } catch (err) {
       throw new Error(`model ${path.basename(modelPath)} could not be loaded: ${reason(err)}`);
     }
@@ -163,6 +175,12 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
         ...(this.options.sha256 === undefined ? {} : { sha256: this.options.sha256 }),
         signal: this.stop.signal,
         ...this.options.download,
+        onRetry: (retry) => {
+          const percent = this.state.phase === "downloading" ? this.state.percent : undefined;
+          const { attempt, attempts, reason } = retry;
+          this.state = { phase: "downloading", percent, retry: { attempt, attempts, reason } };
+          logger.warn("model download failed; trying again", { uri: source.uri, ...retry });
+        },
         onProgress: (progress) => {
           this.state = { phase: "downloading", percent: percentOf(progress) };
           if (bar) process.stderr.write(`\r${progressBar(progress)}\u001b[K`);
@@ -230,9 +248,11 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
       case "verifying":
         return "verifying model (SHA-256)";
       case "downloading":
-        return `downloading model (${s.percent ?? 0} %)`;
+        return s.retry === undefined
+          ? `downloading model (${s.percent ?? 0} %)`
+          : `downloading model (${s.percent ?? 0} %), retrying (try ${s.retry.attempt} of ${s.retry.attempts}) after: ${s.retry.reason}`;
       case "loading":
-        return "loading model";
+        return s.percent === undefined ? "loading model" : `loading model (${s.percent} %)`;
       case "failed":
         return s.message;
       default:
@@ -243,7 +263,8 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   async check(): Promise<Readiness> {
     if (this.state.phase === "ready") return { ready: true };
     // Not ready means no decision can be served: the gate answers them 503 with this text.
-    return { ready: false, message: this.stateText, modelMissing: true };
+    const starting = ["starting", "verifying", "downloading", "loading"].includes(this.state.phase);
+    return { ready: false, message: this.stateText, modelMissing: true, starting };
   }
 
   async probe(request: ProbeRequest, { signal, slot }: ProbeOptions): Promise<ProbeResult> {
