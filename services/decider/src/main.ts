@@ -13,6 +13,7 @@ import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
 import { type Config, configSchema, embeddedModelFile, invocationDir, withAbsolutePaths } from "./config";
 import { PROMPT_VERSION } from "./decide/prompt";
+import { checkDemoAvailable, DEMO_MODEL } from "./engine/demo/demo-model";
 import { checkModelFile } from "./engine/model-source";
 import { UpstreamLimiter } from "./limits/limiter";
 import type { SharedLimits } from "./limits/types";
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
   // The embedded engine's model given as a path must be there: a typo or a missing mount stops the start.
   const modelFile = embeddedModelFile(config);
   if (modelFile !== undefined) checkModelFile(loaded.LOCALDECIDER_MODEL, modelFile);
+  if (config.LOCALDECIDER_UPSTREAM === undefined && config.LOCALDECIDER_MODEL === DEMO_MODEL) checkDemoAvailable();
   const shared = await sharedLimits(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE, shared);
   const backend = createBackend(config, logger, limiter.maxInflight);

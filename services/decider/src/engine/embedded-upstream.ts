@@ -8,6 +8,7 @@ import {
   type Upstream,
   UpstreamError,
 } from "../upstream/types";
+import { DEMO_LABEL, demoModelFile } from "./demo/demo-model";
 import { DownloadError, type DownloadOptions, downloadFile } from "./download";
 import { ContextOverflowError } from "./evaluate";
 import { type EngineInfo, type EngineOptions, LlamaEngine } from "./llama-engine";
@@ -90,8 +91,14 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     return this.state.phase === "ready" ? this.state.engine.sequencesBusy : undefined;
   }
 
+  /** LOCALDECIDER_MODEL=demo: random weights, answers meaningless; said wherever the model is named. */
+  get isDemo(): boolean {
+    return this.options.source.kind === "demo";
+  }
+
   get modelLabel(): string {
     const { source } = this.options;
+    if (source.kind === "demo") return DEMO_LABEL;
     return source.kind === "file" ? source.path : source.uri;
   }
 
@@ -131,6 +138,11 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
   private async resolveFile(): Promise<string> {
     const { source, logger } = this.options;
     const pin = this.options.sha256;
+    if (source.kind === "demo") {
+      const { file, written } = await demoModelFile(path.join(this.options.modelsDir, "demo"));
+      logger.warn("demo model: random weights, its answers are meaningless", { file, written });
+      return file;
+    }
     if (source.kind === "file") {
       if (pin === undefined) return source.path;
       const { sha256: actual } = await this.hash(source.path, "pin", false);

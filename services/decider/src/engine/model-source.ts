@@ -10,6 +10,8 @@ export const DEFAULT_MODEL = "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-in
 /** Where LOCALDECIDER_MODEL points: a GGUF file on disk, or one to download (an http(s) URL or an hf: URI). */
 export type ModelSource =
   | { kind: "file"; path: string }
+  /** LOCALDECIDER_MODEL=demo: a tiny model with random weights, written at start (demo/demo-model.ts). */
+  | { kind: "demo" }
   | {
       kind: "download";
       /** As the user wrote it, without credentials: for logs, /ready and errors. */
@@ -46,6 +48,8 @@ export function parseModelSource(
   cwd = process.cwd(),
   env: NodeJS.ProcessEnv = process.env,
 ): ModelSource {
+  // A file of that name is `./demo`.
+  if (value === "demo") return { kind: "demo" };
   if (value.startsWith("hf:")) return parseHf(value, hubOf(env));
   if (/^https?:\/\//i.test(value)) {
     if (!URL.canParse(value)) throw new Error(`"${withoutCredentials(value)}" is not a valid URL`);
