@@ -82,7 +82,9 @@ export function buildDeciderOpenApi(options: { hostCheck: boolean }): OpenApiDoc
       title: "localdecider decider",
       version: SERVICE_VERSION,
       description:
-        "Calibrated answers from token logprobs of an OpenAI-compatible model server. GET /metrics (Prometheus), " +
+        "Calibrated answers from the token probabilities of a local LLM: one this process runs itself (the embedded " +
+        "engine, llama.cpp through node-llama-cpp; the default, LOCALDECIDER_UPSTREAM unset), or one behind " +
+        "OpenAI-compatible model servers (LOCALDECIDER_UPSTREAM). GET /metrics (Prometheus), " +
         "GET /openapi.json and GET /docs are open even when LOCALDECIDER_API_KEY is set.",
     },
     routes: deciderRoutes,
