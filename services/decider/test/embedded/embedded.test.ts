@@ -148,7 +148,6 @@ describe("the embedded engine", () => {
     // 16 probes of one prompt: the prompt is evaluated once, then a few tokens per probe.
     const promptTokens = engine.tokenize(renderChatML((recorder.probes[0] as ProbeRequest).messages)).length;
     expect(res.body.usage.input_tokens).toBeLessThan(promptTokens + 16 * 20);
-    expect(res.body.usage.input_tokens).toBeGreaterThanOrEqual(promptTokens);
     // The engine generates no token: it reads the outcomes' probabilities (usage.output_tokens, README "API").
     expect(res.body.usage.output_tokens).toBe(0);
     expect(new Set(recorder.probes.map((p) => recorder.slots.get(p)))).toStrictEqual(new Set([0]));
