@@ -14,10 +14,18 @@ export type ModelSource =
   | { kind: "demo" }
   | {
       kind: "download";
-      /** As the user wrote it, without credentials: for logs, /ready and errors. */
+      /**
+       * For logs, /ready, /v1/models and errors: an hf: URI as written; a URL as its scheme, host and path only
+       * (no credentials, no query, no fragment: a signed URL's query is a secret, `?X-Amz-Signature=…`).
+       */
       uri: string;
       /** What is fetched, never with credentials: fetch refuses them, and its errors would quote them. */
       url: string;
+      /**
+       * How the files beside the model (its record, its part's metadata) name its source: `url`, with a query
+       * replaced by its SHA-256 (`?sha256=<hex>`), so that no signature is written to disk either.
+       */
+      recorded: string;
       /** `Basic …` made of the URL's credentials, when it had any: sent to the URL's own origin only. */
       authorization?: string;
       /**
@@ -52,27 +60,29 @@ export function parseModelSource(
   if (value === "demo") return { kind: "demo" };
   if (value.startsWith("hf:")) return parseHf(value, hubOf(env));
   if (/^https?:\/\//i.test(value)) {
-    if (!URL.canParse(value)) throw new Error(`"${withoutCredentials(value)}" is not a valid URL`);
+    if (!URL.canParse(value)) throw new Error(`"${shownUnparsed(value)}" is not a valid URL`);
     const url = new URL(value);
     const withCredentials = new URL(url);
     url.username = "";
     url.password = "";
+    const shown = shownUrl(url);
     // Escapes are decoded for the cache path and the credentials: a malformed one is refused here, not a URIError later.
     if (/%(?![0-9a-f]{2})/i.test(value)) {
-      throw new Error(`"${url}" has a malformed percent-escape: "%" must be followed by two hexadecimal digits`);
+      throw new Error(`"${shown}" has a malformed percent-escape: "%" must be followed by two hexadecimal digits`);
     }
     const authorization = basicAuthOf(withCredentials);
-    if (path.posix.basename(url.pathname) === "") throw new Error(`"${url}" names no file`);
+    if (path.posix.basename(url.pathname) === "") throw new Error(`"${shown}" names no file`);
     return {
       kind: "download",
-      uri: url.toString(),
+      uri: shown,
       url: url.toString(),
+      recorded: url.search === "" ? url.toString() : `${shown}?sha256=${sha256Hex(url.search)}`,
       ...(authorization === undefined ? {} : { authorization }),
       cachePath: cachePathOf(url),
     };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
-    throw new Error(`"${withoutCredentials(value)}": only a file path, an http(s) URL or an hf: URI can be loaded`);
+    throw new Error(`"${shownUnparsed(value)}": only a file path, an http(s) URL or an hf: URI can be loaded`);
   }
   return { kind: "file", path: path.resolve(cwd, value) };
 }
@@ -110,6 +120,7 @@ function parseHf(value: string, hub: Hub): ModelSource {
     kind: "download",
     uri: value,
     url: url.toString(),
+    recorded: url.toString(),
     ...(hub.token === undefined ? {} : { authorization: `Bearer ${hub.token}` }),
     cachePath: cachePathOf(url),
   };
@@ -130,7 +141,7 @@ function hubOf(env: NodeJS.ProcessEnv): Hub {
     const url = URL.canParse(configured) ? new URL(configured) : undefined;
     if (url === undefined || !/^https?:$/.test(url.protocol) || url.username !== "" || url.password !== "") {
       throw new Error(
-        `HF_ENDPOINT "${withoutCredentials(configured)}" must be an http(s) URL without credentials (a Hugging Face mirror, e.g. https://hf-mirror.example); HF_TOKEN is its token`,
+        `HF_ENDPOINT "${shownUnparsed(configured)}" must be an http(s) URL without credentials (a Hugging Face mirror, e.g. https://hf-mirror.example); HF_TOKEN is its token`,
       );
     }
     if (url.search !== "" || url.hash !== "") throw new Error("HF_ENDPOINT must have no query or fragment");
@@ -186,9 +197,22 @@ export function checkModelFile(configured: string, file: string): void {
   }
 }
 
-/** The value with anything between `scheme://` and the last `@` cut out, for messages about a URL that did not parse. */
-function withoutCredentials(value: string): string {
-  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, "$1");
+function sha256Hex(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+/** A URL as it may be shown: scheme, host and path; never credentials, a query or a fragment. */
+export function shownUrl(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
+/**
+ * A value that did not parse as a URL, as it may be shown in a message: anything between `scheme://` and the
+ * last `@` cut out (credentials, which may hold `?` or `#` themselves), then all from the first `?` or `#` (a
+ * query may carry a signature).
+ */
+function shownUnparsed(value: string): string {
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, "$1").replace(/[?#].*$/s, "");
 }
 
 /** host/path/of/[query-<hash>/]file.gguf, every segment made safe for a file name (no `..`, no separators). */
@@ -198,7 +222,7 @@ function cachePathOf(url: URL): string {
     .filter((s) => s !== "" && s !== "." && s !== "..");
   if (url.search !== "") {
     // Hashed, not spelled out: a query can be longer than a file name may be.
-    const query = createHash("sha256").update(url.search).digest("hex").slice(0, 16);
+    const query = sha256Hex(url.search).slice(0, 16);
     segments.splice(segments.length - 1, 0, `query-${query}`);
   }
   return path.join(...segments);

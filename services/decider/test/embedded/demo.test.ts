@@ -27,8 +27,8 @@ afterEach(() => {
 
 const QUESTIONS = {
   urgent: { type: "noul", instructions: "Is this urgent?" },
-  topic: { type: "choice", criteria: { billing: null, shipping: null } },
-  effort: { type: "score", criteria: ["low", "medium", "high"] },
+  topic: { type: "choice", instructions: "What is it about?", criteria: { billing: null, shipping: null } },
+  effort: { type: "score", instructions: "How much work is it?", criteria: ["low", "medium", "high"] },
 };
 
 function demoEngine(logger = capturingLogger("info")) {
