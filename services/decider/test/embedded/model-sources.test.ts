@@ -146,6 +146,7 @@ describe("hf: URIs with HF_ENDPOINT and HF_TOKEN", () => {
       kind: "download",
       uri: HF_URI,
       url: `https://mirror.example/hf${HF_PATH}`,
+      recorded: `https://mirror.example/hf${HF_PATH}`,
       authorization: `Bearer ${TOKEN}`,
       cachePath: path.join("mirror.example", "hf", "acme", "tiny-GGUF", "resolve", "main", "tiny.gguf"),
     });
