@@ -7,9 +7,10 @@ export interface AppErrorOptions {
   headers?: Record<string, string>;
   /**
    * Level of the error middleware's log line. Default: `error` for 5xx, `info` otherwise. Set it where the
-   * status and the fault disagree, e.g. a 500 that a contract fixes for what is really a client mistake.
+   * status and the fault disagree, e.g. a 500 that a contract fixes for what is really a client mistake, or
+   * `debug` for an answer that is expected and polled for (a readiness probe's 503 while a model loads).
    */
-  logLevel?: "error" | "warn" | "info";
+  logLevel?: "error" | "warn" | "info" | "debug";
   cause?: unknown;
 }
 
@@ -22,7 +23,7 @@ export class AppError extends Error {
   readonly code: string | undefined;
   readonly details: unknown[] | undefined;
   readonly headers: Record<string, string>;
-  readonly logLevel: "error" | "warn" | "info";
+  readonly logLevel: "error" | "warn" | "info" | "debug";
 
   constructor(status: number, message: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });

@@ -2,8 +2,8 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { GgufWriter } from "../test/engine/gguf-writer";
-import { CHATML_TEMPLATE, loadQwen25Vocab, QWEN_TOKENS, tokenizerVersion } from "../test/engine/tiny-model";
+import { GgufWriter } from "../src/engine/demo/gguf-writer";
+import { CHATML_TEMPLATE, loadQwen25Vocab, QWEN_TOKENS, tokenizerVersion } from "../src/engine/demo/tiny-model";
 
 /**
  * A random-weight qwen2 GGUF of a chosen shape, with the real Qwen2.5 tokenizer and ChatML: it costs per

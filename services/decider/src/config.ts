@@ -1,3 +1,4 @@
+import path from "node:path";
 import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
 import { allowedHostsSchema, byteSize, isBearerToken, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
@@ -106,7 +107,8 @@ export const configSchema = z
   })
   .superRefine((config, ctx) => {
     try {
-      parseModelSource(config.LOCALDECIDER_MODEL);
+      // Its form only: HF_ENDPOINT and HF_TOKEN are read (and checked) when the embedded engine is built.
+      parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
     } catch (err) {
       ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_MODEL"], message: (err as Error).message });
     }
@@ -146,3 +148,36 @@ export const configSchema = z
   });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * The directory relative paths in the environment are read from: the one the user ran the command in. pnpm
+ * and npm run a package's script in the package's folder and say where they were run in INIT_CWD, so
+ * `LOCALDECIDER_CALIBRATION=eval-out/calibration.json pnpm --filter @localdecider/decider start`, run from the
+ * repository root, means the root's eval-out (where `pnpm decider eval` wrote it), not services/decider's.
+ * Started any other way (`node dist/main.js`, Docker), the working directory.
+ */
+export function invocationDir(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  const init = env.INIT_CWD;
+  return init !== undefined && path.isAbsolute(init) ? init : cwd;
+}
+
+/**
+ * The config with its relative paths made absolute against `dir` (invocationDir): a model file path and
+ * LOCALDECIDER_MODELS_DIR. (LOCALDECIDER_CALIBRATION is resolved by loadCalibration, whose errors show both.)
+ */
+export function withAbsolutePaths(config: Config, dir: string): Config {
+  const source = parseModelSource(config.LOCALDECIDER_MODEL, dir, {});
+  const modelsDir = config.LOCALDECIDER_MODELS_DIR;
+  return {
+    ...config,
+    ...(source.kind === "file" ? { LOCALDECIDER_MODEL: source.path } : {}),
+    ...(modelsDir === undefined ? {} : { LOCALDECIDER_MODELS_DIR: path.resolve(dir, modelsDir) }),
+  };
+}
+
+/** The embedded engine's model file, when LOCALDECIDER_MODEL is a path (not a download, not a model server). */
+export function embeddedModelFile(config: Config): string | undefined {
+  if (config.LOCALDECIDER_UPSTREAM !== undefined) return undefined;
+  const source = parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
+  return source.kind === "file" ? source.path : undefined;
+}

@@ -3,7 +3,8 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
-import { configSchema } from "../src/config";
+import { configSchema, invocationDir, withAbsolutePaths } from "../src/config";
+import { AUTO_CONTEXT_TOKENS } from "../src/engine/llama-engine";
 import { upstreamAddress, upstreamBaseURL } from "../src/upstream/address";
 import { SERVICE_VERSION } from "../src/version";
 
@@ -254,6 +255,38 @@ describe("every variable refuses values that can never work, naming itself", () 
     const limit = (v: string) => loadConfig(configSchema, { LOCALDECIDER_BODY_LIMIT: v }).LOCALDECIDER_BODY_LIMIT;
     expect([limit("2m"), limit("2MB"), limit("2mb"), limit("2 MB")]).toStrictEqual(new Array(4).fill(2 * 1024 ** 2));
     expect([limit("512kb"), limit("512K"), limit("1.5kb"), limit("4096")]).toStrictEqual([524288, 524288, 1536, 4096]);
+  });
+});
+
+describe("relative paths in the environment", () => {
+  it("are read from where the command was run: INIT_CWD when pnpm or npm set it, else the working directory", () => {
+    expect(invocationDir({ INIT_CWD: "/home/u/project" }, "/home/u/project/services/decider")).toBe("/home/u/project");
+    expect(invocationDir({}, "/srv/app")).toBe("/srv/app");
+    expect(invocationDir({ INIT_CWD: "relative/nonsense" }, "/srv/app")).toBe("/srv/app");
+  });
+
+  it("makes a model file path and the models directory absolute, and leaves URLs and hf: URIs alone", () => {
+    const config = loadConfig(configSchema, { LOCALDECIDER_MODEL: "models/m.gguf", LOCALDECIDER_MODELS_DIR: "cache" });
+    expect(withAbsolutePaths(config, "/u/p")).toMatchObject({
+      LOCALDECIDER_MODEL: "/u/p/models/m.gguf",
+      LOCALDECIDER_MODELS_DIR: "/u/p/cache",
+    });
+    const remote = loadConfig(configSchema, { LOCALDECIDER_MODEL: "https://example.com/m.gguf" });
+    expect(withAbsolutePaths(remote, "/u/p")).toStrictEqual(remote);
+    expect(withAbsolutePaths(loadConfig(configSchema, {}), "/u/p").LOCALDECIDER_MODEL).toBe(
+      "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+    );
+  });
+});
+
+describe("the README's embedded-engine figures", () => {
+  it("show the context `auto` gives the default model (trained on 32,768) and the KV cache of two such sequences", () => {
+    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+    const auto = Math.min(32_768, AUTO_CONTEXT_TOKENS);
+    expect(readme).toContain(`"context_size":${auto},"sequences":2,"train_context_size":32768`);
+    // Qwen2.5-1.5B: 28 layers × 2 KV heads × 128 dimensions × key and value × 2 bytes per token.
+    const mib = (28 * 2 * 128 * 2 * 2 * auto * 2) / 2 ** 20;
+    expect(readme).toContain(`${mib} MiB for the default 2 sequences × ${auto} tokens`);
   });
 });
 

@@ -18,6 +18,8 @@ export interface EngineOptions {
   contextSize: number | "auto";
   /** CPU threads for evaluation; 0 means one per math core the machine has (node-llama-cpp's cpuMathCores). */
   threads: number;
+  /** Told the share of the model's weights loaded so far, 0 (exclusive) to 1 (node-llama-cpp's onLoadProgress). */
+  onLoadProgress?: (loaded: number) => void;
 }
 
 /**
@@ -103,7 +105,10 @@ export class LlamaEngine {
       progressLogs: false,
     });
     try {
-      const model = await llama.loadModel({ modelPath: options.modelPath });
+      const model = await llama.loadModel({
+        modelPath: options.modelPath,
+        ...(options.onLoadProgress === undefined ? {} : { onLoadProgress: options.onLoadProgress }),
+      });
       // No flash attention: its CPU kernel takes other paths for other batch shapes, so the same tokens in
       // other batches differ by up to 0.02 in a logprob; answers must not depend on what ran beside them.
       // Never node-llama-cpp's own default (its maxThreads, twice the cores on a 2-core machine): more

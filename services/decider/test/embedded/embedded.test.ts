@@ -182,6 +182,8 @@ describe("the embedded engine", () => {
     // 16 probes of one prompt: the prompt is evaluated once, then a few tokens per probe.
     const promptTokens = engine.tokenize(renderChatML((recorder.probes[0] as ProbeRequest).messages)).length;
     expect(res.body.usage.input_tokens).toBeLessThan(promptTokens + 16 * 20);
+    // The engine generates no token: it reads the outcomes' probabilities (usage.output_tokens, README "API").
+    expect(res.body.usage.output_tokens).toBe(0);
     expect(new Set(recorder.probes.map((p) => recorder.slots.get(p)))).toStrictEqual(new Set([0]));
     // The limiter admits 2 requests at once and the context has 2 sequences: both are used, no call waits.
     const both = await Promise.all([decide(d.app, sixteen("a")), decide(d.app, sixteen("b"))]);
@@ -382,6 +384,7 @@ describe("the embedded engine", () => {
       kind: "embedded",
       source: modelFile,
       state: "ready",
+      phase: "ready",
       gpu: "cpu",
       model: {
         file: path.basename(modelFile),
