@@ -1,4 +1,4 @@
-import { allowedHostsSchema, LOG_LEVELS } from "@localdecider/service-kit";
+import { allowedHostsSchema, connectionLimit, connectionLimitsProblem, LOG_LEVELS } from "@localdecider/service-kit";
 import { z } from "zod";
 
 /**
@@ -88,6 +88,16 @@ export const configSchema = z
       .default(DEFAULT_MAX_ITEMS_PER_USER),
     /** winston level; "silent" turns logging off. */
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    /** Milliseconds a client has to send its request headers (then 408 and closed); see the kit's connection-limits.ts. */
+    TODOS_HEADERS_TIMEOUT_MS: connectionLimit("headersTimeoutMs"),
+    /** Milliseconds a client has to send its whole request, body included (then 408 and closed). */
+    TODOS_REQUEST_TIMEOUT_MS: connectionLimit("requestTimeoutMs"),
+    /** Milliseconds an idle kept-alive connection stays open waiting for its next request. */
+    TODOS_IDLE_TIMEOUT_MS: connectionLimit("keepAliveTimeoutMs"),
+    /** Connections held at once; one more is closed as it opens. */
+    TODOS_MAX_CONNECTIONS: connectionLimit("maxConnections"),
+    /** How often (milliseconds) the two request timeouts are checked: the slack on each. */
+    TODOS_TIMEOUT_CHECK_MS: connectionLimit("connectionsCheckingIntervalMs"),
     /** Sign-in: "off" (no authentication, the default) or "jwt" (a bearer JWT on every per-user route). */
     TODOS_AUTH: z.enum(["off", "jwt"], { error: 'must be "off" or "jwt"' }).default("off"),
     /** JWT mode: the provider's JSON Web Key Set (asymmetric keys; fetched, cached, refetched on rotation). */
@@ -123,6 +133,11 @@ export const configSchema = z
   })
   .superRefine((config, ctx) => {
     const problem = (variable: string, message: string) => ctx.addIssue({ code: "custom", path: [variable], message });
+    const timeouts = connectionLimitsProblem({
+      headersTimeoutMs: config.TODOS_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.TODOS_REQUEST_TIMEOUT_MS,
+    });
+    if (timeouts !== undefined) problem("TODOS_HEADERS_TIMEOUT_MS", timeouts);
     if (config.TODOS_AUTH === "off") {
       // A key or issuer without the switch would leave the service open while the operator believes it is not.
       for (const name of JWT_VARIABLES) {

@@ -54,6 +54,13 @@ async function main(): Promise<void> {
       port: config.TODOS_PORT,
       logger,
       onClose: () => repository.close(),
+      connections: {
+        headersTimeoutMs: config.TODOS_HEADERS_TIMEOUT_MS,
+        requestTimeoutMs: config.TODOS_REQUEST_TIMEOUT_MS,
+        keepAliveTimeoutMs: config.TODOS_IDLE_TIMEOUT_MS,
+        maxConnections: config.TODOS_MAX_CONNECTIONS,
+        connectionsCheckingIntervalMs: config.TODOS_TIMEOUT_CHECK_MS,
+      },
     },
   );
   logger.info("listening", {

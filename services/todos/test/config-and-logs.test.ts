@@ -13,6 +13,11 @@ describe("configSchema", () => {
       TODOS_DATA_DIR: "./data/todos",
       TODOS_MAX_ITEMS_PER_USER: 10_000,
       LOG_LEVEL: "info",
+      TODOS_HEADERS_TIMEOUT_MS: 20_000,
+      TODOS_REQUEST_TIMEOUT_MS: 30_000,
+      TODOS_IDLE_TIMEOUT_MS: 5_000,
+      TODOS_MAX_CONNECTIONS: 1_024,
+      TODOS_TIMEOUT_CHECK_MS: 5_000,
       TODOS_AUTH: "off",
     });
   });
@@ -34,6 +39,11 @@ describe("configSchema", () => {
         TODOS_JWT_MAX_LIFETIME: "3600",
         TODOS_JWT_MAX_FUTURE_IAT: "30",
         TODOS_MAX_ITEMS_PER_USER: "500",
+        TODOS_HEADERS_TIMEOUT_MS: "10000",
+        TODOS_REQUEST_TIMEOUT_MS: "15000",
+        TODOS_IDLE_TIMEOUT_MS: "65000",
+        TODOS_MAX_CONNECTIONS: "200",
+        TODOS_TIMEOUT_CHECK_MS: "1000",
       }),
     ).toStrictEqual({
       TODOS_HOST: "0.0.0.0",
@@ -50,6 +60,11 @@ describe("configSchema", () => {
       TODOS_JWT_MAX_LIFETIME: 3600,
       TODOS_JWT_MAX_FUTURE_IAT: 30,
       TODOS_MAX_ITEMS_PER_USER: 500,
+      TODOS_HEADERS_TIMEOUT_MS: 10_000,
+      TODOS_REQUEST_TIMEOUT_MS: 15_000,
+      TODOS_IDLE_TIMEOUT_MS: 65_000,
+      TODOS_MAX_CONNECTIONS: 200,
+      TODOS_TIMEOUT_CHECK_MS: 1_000,
     });
   });
 

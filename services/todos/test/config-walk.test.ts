@@ -37,6 +37,21 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ["1.5", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected int, received number"],
     ["lots", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected number, received NaN"],
   ],
+  TODOS_HEADERS_TIMEOUT_MS: [
+    ["999", {}, "TODOS_HEADERS_TIMEOUT_MS: Too small: expected number to be >=1000"],
+    [
+      "40000",
+      {},
+      "TODOS_HEADERS_TIMEOUT_MS: must not exceed the request timeout (30000 ms): the headers are part of the request",
+    ],
+  ],
+  TODOS_REQUEST_TIMEOUT_MS: [
+    ["3600001", {}, "TODOS_REQUEST_TIMEOUT_MS: Too big: expected number to be <=3600000"],
+    ["1m", {}, "TODOS_REQUEST_TIMEOUT_MS: Invalid input: expected number, received NaN"],
+  ],
+  TODOS_IDLE_TIMEOUT_MS: [["0", {}, "TODOS_IDLE_TIMEOUT_MS: Too small: expected number to be >=1000"]],
+  TODOS_MAX_CONNECTIONS: [["0", {}, "TODOS_MAX_CONNECTIONS: Too small: expected number to be >=1"]],
+  TODOS_TIMEOUT_CHECK_MS: [["60001", {}, "TODOS_TIMEOUT_CHECK_MS: Too big: expected number to be <=60000"]],
   LOG_LEVEL: [
     [
       "loud",
