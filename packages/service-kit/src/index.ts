@@ -1,6 +1,7 @@
 export * from "./access-log";
 export * from "./app-error";
 export * from "./bearer";
+export * from "./clip";
 export * from "./config";
 export * from "./connection-limits";
 export * from "./error-handler";

@@ -1,4 +1,4 @@
-import { ConfigError, createLogger, currentRequestId, loadConfig } from "@localdecider/service-kit";
+import { ConfigError, createLogger, currentRequestId, ECHO_LIMITS, loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { createApp } from "../src/app";
 import { configSchema } from "../src/config";
@@ -155,5 +155,28 @@ describe("logging", () => {
       ["warn", "req-json-1"],
       ["http", "req-json-1"],
     ]);
+  });
+
+  it("when a request's path or a storage error repeats kilobytes of the request, logs each clipped", async () => {
+    const logger = createLogger({ service: "todos", level: "http" });
+    for (const transport of logger.transports) transport.silent = true;
+    const lines: Record<string, unknown>[] = [];
+    logger.on("data", (info: Record<string, unknown>) => lines.push(info));
+    // A driver error quoting the value it refused, as PostgreSQL's DETAIL lines do.
+    const repository: TodoRepository = {
+      ...failingRepository,
+      create: (_userId, input) => Promise.reject(new Error(`value refused: ${input.title.repeat(120)}`)),
+    };
+    const app = createApp({ repository, logger, allowedHosts: defaultHosts() });
+    await request(app)
+      .post("/users/u/todos")
+      .send({ title: "t".repeat(500) })
+      .expect(500, { error: "Internal server error" });
+    await request(app).get(`/users/${"u".repeat(12_000)}/todos`);
+    expect(lines.map((l) => l.message)).toStrictEqual(["unhandled error", "request", "request failed", "request"]);
+    const longest = Math.max(...lines.flatMap((l) => Object.values(l).map((v) => (JSON.stringify(v) ?? "").length)));
+    expect(longest).toBeLessThanOrEqual(ECHO_LIMITS.text + 40);
+    expect(String(lines[0]?.error)).toMatch(/^value refused: t{4081}… \(55919 more characters\)$/);
+    expect(String(lines[3]?.path)).toMatch(/^\/users\/u+… \(\d+ more characters\)$/);
   });
 });

@@ -1,4 +1,4 @@
-import type { AppError } from "@localdecider/service-kit";
+import { type AppError, clip } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
 import { AbortedError, LimiterUnavailableError } from "../limits/types";
 import { rootCauseMessage, UpstreamError, type UpstreamFailure } from "./types";
@@ -175,8 +175,9 @@ export function tooManyCalls(calls: number, maxQueue: number): AppError {
   );
 }
 
+/** The model asked for is quoted clipped (ECHO_LIMITS.quote): a 1 MB name was answered and logged whole. */
 export function unknownModel(model: string, accepted: readonly string[]): AppError {
-  return deciderError("unknown_model", `Unknown model "${model}"; available models: ${accepted.join(", ")}`);
+  return deciderError("unknown_model", `Unknown model "${clip(model)}"; available models: ${accepted.join(", ")}`);
 }
 
 /** The decision's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is this 504. */
