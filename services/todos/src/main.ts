@@ -48,7 +48,15 @@ async function main(): Promise<void> {
   });
   logger.info("storage ready", { storage: repository.kind });
   const running = await serve(
-    createApp({ repository, logger, metrics, auth, allowedHosts, maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER }),
+    createApp({
+      repository,
+      logger,
+      metrics,
+      auth,
+      allowedHosts,
+      maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER,
+      listLimits: { maxItems: config.TODOS_LIST_MAX_ITEMS, maxBytes: config.TODOS_LIST_MAX_BYTES },
+    }),
     {
       host: config.TODOS_HOST,
       port: config.TODOS_PORT,

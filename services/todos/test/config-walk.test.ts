@@ -37,6 +37,18 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ["1.5", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected int, received number"],
     ["lots", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected number, received NaN"],
   ],
+  TODOS_LIST_MAX_ITEMS: [
+    ["0", {}, "TODOS_LIST_MAX_ITEMS: Too small: expected number to be >=1"],
+    ["100001", {}, "TODOS_LIST_MAX_ITEMS: Too big: expected number to be <=100000"],
+  ],
+  TODOS_LIST_MAX_BYTES: [
+    [
+      "100kb",
+      {},
+      'TODOS_LIST_MAX_BYTES: "100kb" is 102400 bytes; at least 524288 bytes are needed (write units: 512kb, 2mb)',
+    ],
+    ["lots", {}, 'TODOS_LIST_MAX_BYTES: not a size: write it like 512kb, 2mb or 1gb (got "lots")'],
+  ],
   TODOS_HEADERS_TIMEOUT_MS: [
     ["999", {}, "TODOS_HEADERS_TIMEOUT_MS: Too small: expected number to be >=1000"],
     [

@@ -170,6 +170,18 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
     expect(all[0]?.createdAt).toBeInstanceOf(Date);
     expect(await repository.list(user, { limit: 2, offset: 1 })).toStrictEqual(all.slice(1, 3));
     expect(await repository.list(user, { limit: 1, offset: 3 })).toStrictEqual([]);
+    // After an item: from the next one on, by (createdAt, id), whatever the item's own fate.
+    const listAfter = (item: { createdAt: Date; id: string }, limit: number) =>
+      repository.list(user, { limit, after: { createdAt: item.createdAt, id: item.id } });
+    expect(await listAfter(all[0] as (typeof all)[0], 5)).toStrictEqual(all.slice(1));
+    expect(await listAfter(all[0] as (typeof all)[0], 1)).toStrictEqual(all.slice(1, 2));
+    expect(await listAfter(all[2] as (typeof all)[0], 5)).toStrictEqual([]);
+    // A position between two items with the same time: the id decides.
+    const tie = { createdAt: (all[1] as (typeof all)[0]).createdAt, id: "00000000-0000-4000-8000-000000000000" };
+    const later = (r: (typeof all)[0]) =>
+      r.createdAt > tie.createdAt || (r.createdAt.getTime() === tie.createdAt.getTime() && r.id > tie.id);
+    expect(await listAfter(tie, 5)).toStrictEqual(all.filter(later));
+    expect(all.filter(later)).toContain(all[1]);
   });
 
   it("when creates, lists and a failing write are asked for at once, then each gets its own answer and nothing is lost", async () => {

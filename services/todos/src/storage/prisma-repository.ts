@@ -11,6 +11,11 @@ const columns = { id: true, title: true, completed: true, createdAt: true, updat
 const LIST_SQL = `SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "public"."TodoItem"
   WHERE "userId" = $1 ORDER BY "createdAt" ASC, "id" ASC`;
 const LIST_PAGE_SQL = `${LIST_SQL} LIMIT $2 OFFSET $3`;
+// A window after an item (a cursor): the row comparison is a range of the (userId, createdAt, id) index, so
+// the window costs the same wherever it starts. The time arrives as ISO text in UTC, as the column holds it.
+const LIST_AFTER_SQL = `SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "public"."TodoItem"
+  WHERE "userId" = $1 AND ("createdAt", "id") > ($2::timestamp(3), $3::uuid)
+  ORDER BY "createdAt" ASC, "id" ASC LIMIT $4`;
 const TEXT: ArgType = { scalarType: "string", arity: "scalar" };
 const INT: ArgType = { scalarType: "int", arity: "scalar" };
 
@@ -84,7 +89,13 @@ export class PrismaTodoRepository implements TodoRepository {
     const query =
       page === undefined
         ? { sql: LIST_SQL, args: [userId], argTypes: [TEXT] }
-        : { sql: LIST_PAGE_SQL, args: [userId, page.limit, page.offset], argTypes: [TEXT, INT, INT] };
+        : page.after !== undefined
+          ? {
+              sql: LIST_AFTER_SQL,
+              args: [userId, page.after.createdAt.toISOString(), page.after.id, page.limit],
+              argTypes: [TEXT, TEXT, TEXT, INT],
+            }
+          : { sql: LIST_PAGE_SQL, args: [userId, page.limit, page.offset ?? 0], argTypes: [TEXT, INT, INT] };
     return this.timed("todoItem.findMany", async () => (await this.adapter.queryRaw(query)).rows.map(toRecord));
   }
 
