@@ -1,6 +1,13 @@
 import path from "node:path";
 import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
-import { allowedHostsSchema, byteSize, isBearerToken, LOG_LEVELS } from "@localdecider/service-kit";
+import {
+  allowedHostsSchema,
+  byteSize,
+  connectionLimit,
+  connectionLimitsProblem,
+  isBearerToken,
+  LOG_LEVELS,
+} from "@localdecider/service-kit";
 import { z } from "zod";
 import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
 import { parseUpstreams } from "./upstream/address";
@@ -103,9 +110,24 @@ export const configSchema = z
     // Path of a calibration file written by `pnpm decider eval --fit`; unset = answers as the model gives them.
     // The file itself is checked at boot (a malformed one stops the start, naming the file).
     LOCALDECIDER_CALIBRATION: z.string().min(1).max(4096).optional(),
+    // Receiving a request, not answering it (a decision may take LOCALDECIDER_TIMEOUT): a client trickling its
+    // headers or body is answered 408 and closed. See the kit's connection-limits.ts.
+    LOCALDECIDER_HEADERS_TIMEOUT_MS: connectionLimit("headersTimeoutMs"),
+    LOCALDECIDER_REQUEST_TIMEOUT_MS: connectionLimit("requestTimeoutMs"),
+    LOCALDECIDER_IDLE_TIMEOUT_MS: connectionLimit("keepAliveTimeoutMs"),
+    // Connections held at once; one more is closed as it opens.
+    LOCALDECIDER_MAX_CONNECTIONS: connectionLimit("maxConnections"),
+    LOCALDECIDER_TIMEOUT_CHECK_MS: connectionLimit("connectionsCheckingIntervalMs"),
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
   })
   .superRefine((config, ctx) => {
+    const timeouts = connectionLimitsProblem({
+      headersTimeoutMs: config.LOCALDECIDER_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.LOCALDECIDER_REQUEST_TIMEOUT_MS,
+    });
+    if (timeouts !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_HEADERS_TIMEOUT_MS"], message: timeouts });
+    }
     try {
       // Its form only: HF_ENDPOINT and HF_TOKEN are read (and checked) when the embedded engine is built.
       parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});

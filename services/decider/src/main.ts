@@ -75,6 +75,13 @@ async function main(): Promise<void> {
     },
     // In-flight decisions may legitimately take up to one upstream timeout.
     drainTimeoutMs: timeoutMs,
+    connections: {
+      headersTimeoutMs: config.LOCALDECIDER_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.LOCALDECIDER_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: config.LOCALDECIDER_IDLE_TIMEOUT_MS,
+      maxConnections: config.LOCALDECIDER_MAX_CONNECTIONS,
+      connectionsCheckingIntervalMs: config.LOCALDECIDER_TIMEOUT_CHECK_MS,
+    },
   });
   exitOnSignals(running, logger);
   // Never the API keys: only where we listen and what we call.

@@ -30,6 +30,11 @@ describe("configSchema", () => {
       LOCALDECIDER_OUTCOMES_PER_CALL: 128,
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
       LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
+      LOCALDECIDER_HEADERS_TIMEOUT_MS: 20_000,
+      LOCALDECIDER_REQUEST_TIMEOUT_MS: 30_000,
+      LOCALDECIDER_IDLE_TIMEOUT_MS: 5_000,
+      LOCALDECIDER_MAX_CONNECTIONS: 1_024,
+      LOCALDECIDER_TIMEOUT_CHECK_MS: 5_000,
       LOG_LEVEL: "info",
     });
   });
@@ -63,6 +68,11 @@ describe("configSchema", () => {
       "LOCALDECIDER_ALLOW_NO_LOGPROBS",
       "LOCALDECIDER_BODY_LIMIT",
       "LOCALDECIDER_CALIBRATION",
+      "LOCALDECIDER_HEADERS_TIMEOUT_MS",
+      "LOCALDECIDER_REQUEST_TIMEOUT_MS",
+      "LOCALDECIDER_IDLE_TIMEOUT_MS",
+      "LOCALDECIDER_MAX_CONNECTIONS",
+      "LOCALDECIDER_TIMEOUT_CHECK_MS",
       "LOG_LEVEL",
     ]);
     const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
@@ -228,6 +238,17 @@ describe("every variable refuses values that can never work, naming itself", () 
     ],
     // Any path is read at boot (a missing or malformed file stops it: calibration.test.ts); only its length is bounded.
     LOCALDECIDER_CALIBRATION: [["x".repeat(4097), "Too big: expected string to have <=4096 characters"]],
+    LOCALDECIDER_HEADERS_TIMEOUT_MS: [
+      ["999", "Too small: expected number to be >=1000"],
+      ["40000", "must not exceed the request timeout (30000 ms): the headers are part of the request"],
+    ],
+    LOCALDECIDER_REQUEST_TIMEOUT_MS: [
+      ["3600001", "Too big: expected number to be <=3600000"],
+      ["1m", "Invalid input: expected number, received NaN"],
+    ],
+    LOCALDECIDER_IDLE_TIMEOUT_MS: [["0", "Too small: expected number to be >=1000"]],
+    LOCALDECIDER_MAX_CONNECTIONS: [["0", "Too small: expected number to be >=1"]],
+    LOCALDECIDER_TIMEOUT_CHECK_MS: [["60001", "Too big: expected number to be <=60000"]],
     LOG_LEVEL: [
       ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
     ],
