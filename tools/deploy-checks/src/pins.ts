@@ -18,6 +18,8 @@ export const PINNED_IMAGE = /^[a-z0-9][a-z0-9._/:-]*:[A-Za-z0-9_][A-Za-z0-9._-]*
 export const UNRESOLVED_IMAGES: Record<string, string> = {
   "ghcr.io/ggml-org/llama.cpp:server-b11206":
     "no public source names this tag's digest; resolve it with `docker buildx imagetools inspect` and pin it",
+  "ghcr.io/ggml-org/llama.cpp:server-b11361":
+    "the first build with native /v1/systemone (docker/compose.llama-decision.yml); no public source names its digest either",
 };
 
 /** Why `image` is not pinned, or undefined when it is (or is a listed exception). */
