@@ -114,7 +114,11 @@ describe("what the decider repeats of a request", () => {
       .send(body as object);
 
   it("answers an unknown model of 1 MB with its first 200 characters, and logs no more", async () => {
-    const res = await post({ model: MEGABYTE, state: null, questions: { a: { type: "noul" } } });
+    const res = await post({
+      model: MEGABYTE,
+      state: null,
+      questions: { a: { type: "noul", instructions: "Is it?" } },
+    });
     expect(res.status).toBe(400);
     expect(res.body).toStrictEqual({
       error: `Unknown model "${clip(MEGABYTE)}"; available models: ${ACCEPTED_MODELS.join(", ")}`,
@@ -127,20 +131,21 @@ describe("what the decider repeats of a request", () => {
   });
 
   it("lists the first 100 problems of a body of thousands of bad questions, and says how many more", async () => {
-    const questions = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`q${i}`, { type: "x" }]));
+    // Fewer than LOCALDECIDER_MAX_QUESTIONS (4096), so they are read and refused as invalid (422).
+    const questions = Object.fromEntries(Array.from({ length: 3_000 }, (_, i) => [`q${i}`, { type: "x" }]));
     const res = await post({ model: "localdecider", state: null, questions });
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(422);
     expect(res.body.details).toHaveLength(ECHO_LIMITS.details + 1);
     expect(res.body.details.at(-1)).toStrictEqual({
       path: "body",
-      message: `and 4900 more problems (the first ${ECHO_LIMITS.details} are listed)`,
+      message: `and 2900 more problems (the first ${ECHO_LIMITS.details} are listed)`,
     });
     expect(JSON.stringify(res.body).length).toBeLessThan(20_000);
   });
 
   it("names a question of a 1 MB name by its first 200 characters in a field's path", async () => {
     const res = await post({ model: "localdecider", state: null, questions: { [MEGABYTE]: { type: "x" } } });
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(422);
     expect(res.body.details.map((d: { path: string }) => d.path)).toStrictEqual([
       `questions.${"m".repeat(190)}… (999815 more characters)`,
     ]);
@@ -153,7 +158,11 @@ describe("what the decider repeats of a request", () => {
       throw new Error("x".repeat(1_000_000));
     };
     try {
-      const res = await post({ model: "localdecider", state: null, questions: { [name]: { type: "noul" } } });
+      const res = await post({
+        model: "localdecider",
+        state: null,
+        questions: { [name]: { type: "noul", instructions: "Is it?" } },
+      });
       expect(res.status).toBe(502);
     } finally {
       h.fake.script = hashedScript;
