@@ -27,6 +27,7 @@ describe("configSchema", () => {
       LOCALDECIDER_QUESTIONS_PER_CALL: 16,
       LOCALDECIDER_OUTCOMES_PER_CALL: 128,
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
+      LOCALDECIDER_PACK_PROMPTS: true,
       LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
       LOG_LEVEL: "info",
     });
@@ -58,6 +59,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_QUESTIONS_PER_CALL",
       "LOCALDECIDER_OUTCOMES_PER_CALL",
       "LOCALDECIDER_ALLOW_NO_LOGPROBS",
+      "LOCALDECIDER_PACK_PROMPTS",
       "LOCALDECIDER_BODY_LIMIT",
       "LOCALDECIDER_CALIBRATION",
       "LOG_LEVEL",
@@ -211,6 +213,12 @@ describe("every variable refuses values that can never work, naming itself", () 
     LOCALDECIDER_ALLOW_NO_LOGPROBS: [
       [
         "maybe",
+        'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
+      ],
+    ],
+    LOCALDECIDER_PACK_PROMPTS: [
+      [
+        "sometimes",
         'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
       ],
     ],

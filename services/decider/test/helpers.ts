@@ -72,6 +72,8 @@ export interface HarnessOptions {
   /** Most heap the admitted requests may hold (DeciderOptions.maxHeldBytes); default: half the heap limit. */
   maxHeldBytes?: number;
   allowNoLogprobs?: boolean;
+  /** LOCALDECIDER_PACK_PROMPTS (default true). */
+  packPrompts?: boolean;
   logger?: Logger;
   calibration?: Calibration;
   /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
@@ -109,6 +111,7 @@ export function deciderFor(
     timeoutMs: 5000,
     maxInflight: options.maxInflight ?? 2,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
+    packPrompts: options.packPrompts ?? true,
     logger,
   });
   return deciderOver(oneServer(address.display, options.wrapUpstream?.(adapter) ?? adapter, probe, model, logger), {
