@@ -3,7 +3,7 @@ import type { PromptSeam } from "./llama-packed";
 import type { ChatBody, Completion, OpenAIUpstream } from "./openai-upstream";
 import type { Readiness, ReadinessProbe } from "./readiness";
 import { detectServer, type ServerProfile } from "./server-profile";
-import { type Alternative, type ChatMessage, type Reading, rootCauseMessage } from "./types";
+import { type Alternative, type ChatMessage, type Reading, rootCauseMessage, UpstreamError } from "./types";
 
 export interface ServerCheckOptions {
   baseURL: string;
@@ -150,6 +150,12 @@ export class ServerCheck implements ReadinessProbe {
       }
       return found;
     } catch (err) {
+      if (err instanceof UpstreamError && err.failure.kind === "model_missing") {
+        return {
+          reason:
+            "it answers HTTP 404 to llama.cpp's own endpoints (/apply-template, /tokenize, /completion): an older llama-server, or a proxy that passes /v1 only",
+        };
+      }
       return { reason: rootCauseMessage(err) };
     }
   }
