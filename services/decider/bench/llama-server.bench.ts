@@ -142,7 +142,11 @@ let seedCounter = 1000;
 /** One request of `way` on a new state: its time, the prompt tokens the server read, the CPU it took. */
 async function measure(server: ProcessBackend, way: Way): Promise<Measured> {
   const seed = seedCounter++;
-  const before = { tokens: await promptTokens(server.url), server: cpuNs(server.pid), decider: cpuNs(way.decider?.pid) };
+  const before = {
+    tokens: await promptTokens(server.url),
+    server: cpuNs(server.pid),
+    decider: cpuNs(way.decider?.pid),
+  };
   const started = performance.now();
   await way.send(seed);
   const ms = performance.now() - started;

@@ -80,7 +80,11 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
     });
     // Each prompt: the shared part's token ids (through the last special token), then its own text.
     const prompts = call.prompt as unknown[][];
-    expect(prompts.map((p) => p.at(-1))).toStrictEqual(['assistant\n{"q1":', 'assistant\n{"q2": "', 'assistant\n{"q3": ']);
+    expect(prompts.map((p) => p.at(-1))).toStrictEqual([
+      'assistant\n{"q1":',
+      'assistant\n{"q2": "',
+      'assistant\n{"q3": ',
+    ]);
     const head = prompts[0]?.slice(0, -1);
     expect(head?.every((id) => typeof id === "number")).toBe(true);
     for (const p of prompts) expect(p.slice(0, -1)).toStrictEqual(head);
@@ -112,7 +116,11 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
   });
 
   it.each([
-    ["an older server without /apply-template", (h: Harness) => (h.fake.packing = false), "HTTP 404 to llama.cpp's own endpoints"],
+    [
+      "an older server without /apply-template",
+      (h: Harness) => (h.fake.packing = false),
+      "HTTP 404 to llama.cpp's own endpoints",
+    ],
     [
       "a template that writes something after the prefill",
       (h: Harness) => (h.fake.afterPrefill = "<|im_end|>\n"),
@@ -156,10 +164,10 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
     const res = await decide(h);
     expect(res.status).toBe(200);
     expect(res.body.answers).toStrictEqual(clean.body.answers);
-    const [, packed, again] = h.fake.completions as Record<string, unknown>[];
-    expect((packed?.prompt as unknown[]).length).toBe(3);
-    expect((again?.prompt as unknown[][]).map((p) => p.at(-1))).toStrictEqual(['assistant\n{"q1":']);
-    expect(again?.grammar).toBe('root ::= [ \\t\\n\\r]* ("true" | "false") [^\\x00]*');
+    const [, packed, again] = h.fake.completions as [unknown, Record<string, unknown>, Record<string, unknown>];
+    expect((packed.prompt as unknown[]).length).toBe(3);
+    expect((again.prompt as unknown[][]).map((p) => p.at(-1))).toStrictEqual(['assistant\n{"q1":']);
+    expect(again.grammar).toBe('root ::= [ \\t\\n\\r]* ("true" | "false") [^\\x00]*');
   });
 
   it("a prompt over the context is a 400 context_too_long; the shared-context 500 is retried alone", async () => {

@@ -121,8 +121,17 @@ export class LlamaNative {
 
   private async once(path: string, body: string, signal: AbortSignal): Promise<unknown> {
     const { root, authorization, timeoutMs } = this.options;
-    // A backstop only, as the chat client's: the decision's own deadline is `signal`.
-    const backstop = AbortSignal.timeout(timeoutMs + 1000);
+    // The call ends with the decision (`signal`: its deadline or its client gone), or at a backstop a second
+    // after the configured timeout, as the chat client's; its timer and listener go with the call.
+    const call = new AbortController();
+    const onAbort = () => call.abort();
+    let timedOut = false;
+    const backstop = setTimeout(() => {
+      timedOut = true;
+      call.abort();
+    }, timeoutMs + 1000);
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) call.abort();
     let response: Response;
     let text: string;
     try {
@@ -133,13 +142,16 @@ export class LlamaNative {
           ...(authorization === undefined ? {} : { authorization }),
         },
         body,
-        signal: AbortSignal.any([signal, backstop]),
+        signal: call.signal,
       });
       text = await response.text();
     } catch (err) {
       if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
-      if (backstop.aborted) throw new UpstreamError({ kind: "timeout" });
+      if (timedOut) throw new UpstreamError({ kind: "timeout" });
       throw new UpstreamError(classifyTransport(err));
+    } finally {
+      clearTimeout(backstop);
+      signal.removeEventListener("abort", onAbort);
     }
     if (!response.ok) {
       throw new UpstreamError(

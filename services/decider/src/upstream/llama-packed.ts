@@ -149,7 +149,12 @@ const FIELDS = JSON.stringify(RESPONSE_FIELDS);
  * The `/completion` body, written as text: each prompt is `[<the head's ids>, "<its suffix>"]` (a mixed
  * prompt: the ids as they are, the text tokenized after them), so the ids are turned to text once.
  */
-function completionBody(ids: string, suffixes: readonly string[], slot: number | undefined, grammar?: string): string {
+export function completionBody(
+  ids: string,
+  suffixes: readonly string[],
+  slot: number | undefined,
+  grammar?: string,
+): string {
   const prompts = suffixes.map((s) => `[${ids},${JSON.stringify(s)}]`).join(",");
   const pinned = slot !== undefined && slot >= 0 ? `"id_slot":${slot},` : "";
   const held = grammar === undefined ? "" : `"grammar":${JSON.stringify(grammar)},`;
