@@ -22,7 +22,6 @@
  * Run: LLAMA_SERVER_BIN=… pnpm --filter @localdecider/decider bench:llama-server
  */
 import type { ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
 import type { Question } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
 import { packPrompts, partsOf, planRequest } from "../src/decide/plan";
@@ -34,7 +33,7 @@ import { ServerCheck } from "../src/upstream/server-check";
 import { ANSWER_MODEL } from "../test/engine/answer-model";
 import { llamaServerBackend, type ProcessBackend, stopProcess } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
-import { type Decider, startDecider } from "./processes";
+import { cpuNs, type Decider, startDecider } from "./processes";
 import { median, questions } from "./workload";
 
 const BIN = process.env.LLAMA_SERVER_BIN;
@@ -74,19 +73,6 @@ async function promptTokens(server: string): Promise<number> {
   const line = text.split("\n").find((l) => l.startsWith("llamacpp:prompt_tokens_total"));
   if (line === undefined) throw new Error("llama-server's /metrics has no llamacpp:prompt_tokens_total (--metrics)");
   return Number(line.split(" ")[1]);
-}
-
-/** Nanoseconds of CPU a process's threads have run (/proc/<pid>/task/<tid>/schedstat), 0 off Linux. */
-function cpuNs(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    return readdirSync(`/proc/${pid}/task`).reduce((sum, tid) => {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8");
-      return sum + Number(stat.split(" ")[0]);
-    }, 0);
-  } catch {
-    return 0;
-  }
 }
 
 /** The floor's one call: the same state and every question in one prompt, one token. */

@@ -18,7 +18,7 @@ import { runInOrder } from "../src/decide/schedule";
 import { completionBody } from "../src/upstream/llama-packed";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { detectServer } from "../src/upstream/server-profile";
-import { startDecider, startFakeUpstream } from "./processes";
+import { cpuNs, startDecider, startFakeUpstream } from "./processes";
 import { quantile, questions } from "./workload";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
@@ -71,7 +71,7 @@ async function callsOf(upstream: string, flavour: Flavour, n: number): Promise<C
     prompts.push([
       { path: "/apply-template", body: template },
       { path: "/tokenize", body: tokenize },
-      { path: "/completion", body: completionBody(ids.join(","), suffixes, 0) },
+      { path: "/completion", body: completionBody(ids.join(","), suffixes, 0).toString("utf8") },
     ]);
   }
   return prompts;
@@ -97,7 +97,7 @@ async function measure(flavour: Flavour): Promise<string> {
     LOCALDECIDER_PACK_PROMPTS: String(flavour === "llama packed"),
   });
   const rows: string[] = [];
-  const points: { calls: number; added: number }[] = [];
+  const points: { calls: number; added: number; cpu: number }[] = [];
   try {
     // A vLLM prompt's first call alone, then the rest together; a llama.cpp prompt's calls one at a time.
     const prefixCache = flavour === "vllm" ? "shared" : "slot";
@@ -110,6 +110,8 @@ async function measure(flavour: Flavour): Promise<string> {
         });
       const through = () => post(`${decider.url}/v1/systemone`, body);
       const times = { through: [] as number[], direct: [] as number[] };
+      // The decider's own CPU per request (all its threads): steadier than times on a machine shared with other work.
+      const cpu: number[] = [];
       const warmup = n === 1 ? 300 : n === 16 ? 40 : 6;
       const count = Math.max(10, Math.round(REQUESTS / Math.sqrt(n)));
       for (let i = 0; i < warmup + count; i++) {
@@ -117,16 +119,19 @@ async function measure(flavour: Flavour): Promise<string> {
           ["through", through],
           ["direct", direct],
         ] as const) {
+          const cpuBefore = side === "through" ? cpuNs(decider.child.pid) : 0;
           const started = performance.now();
           await run();
           if (i >= warmup) times[side].push(performance.now() - started);
+          if (i >= warmup && side === "through") cpu.push((cpuNs(decider.child.pid) - cpuBefore) / 1e6);
         }
       }
       const [p50, direct50] = [quantile(times.through, 0.5), quantile(times.direct, 0.5)];
       const callCount = calls.flat().length;
-      points.push({ calls: callCount, added: p50 - direct50 });
+      const cpu50 = quantile(cpu, 0.5);
+      points.push({ calls: callCount, added: p50 - direct50, cpu: cpu50 });
       rows.push(
-        `| ${flavour} | ${n} | ${callCount} | ${p50.toFixed(2)} | ${direct50.toFixed(2)} | ${(p50 - direct50).toFixed(2)} | ${((p50 - direct50) / callCount).toFixed(3)} |`,
+        `| ${flavour} | ${n} | ${callCount} | ${p50.toFixed(2)} | ${direct50.toFixed(2)} | ${(p50 - direct50).toFixed(2)} | ${((p50 - direct50) / callCount).toFixed(3)} | ${cpu50.toFixed(2)} |`,
       );
       process.stderr.write(`${rows[rows.length - 1]}\n`);
     }
@@ -135,7 +140,10 @@ async function measure(flavour: Flavour): Promise<string> {
     await fake.stop();
   }
   const { perRequest, perCall } = lineThrough(points);
-  rows.push(`| ${flavour} | fit | | | | ${perRequest.toFixed(2)} per request | ${perCall.toFixed(3)} per call |`);
+  const cpuFit = lineThrough(points.map((p) => ({ calls: p.calls, added: p.cpu })));
+  rows.push(
+    `| ${flavour} | fit | | | | ${perRequest.toFixed(2)} per request | ${perCall.toFixed(3)} per call | ${cpuFit.perRequest.toFixed(2)} + ${cpuFit.perCall.toFixed(3)} per call |`,
+  );
   return rows.join("\n");
 }
 
@@ -145,8 +153,8 @@ async function main(): Promise<void> {
   for (const flavour of only ?? (["llama packed", "llama chat", "vllm"] as const)) tables.push(await measure(flavour));
   process.stdout.write(
     `the decider's own time, p50 over sequential requests (1 client), fake model server answering at once in its own process\n\n` +
-      "| server | questions | upstream calls | through the decider ms | the same calls direct ms | added ms | added per call ms |\n" +
-      "|---|---:|---:|---:|---:|---:|---:|\n" +
+      "| server | questions | upstream calls | through the decider ms | the same calls direct ms | added ms | added per call ms | decider CPU ms |\n" +
+      "|---|---:|---:|---:|---:|---:|---:|---:|\n" +
       `${tables.join("\n")}\n`,
   );
 }

@@ -1,4 +1,5 @@
 import { classifyStatus, classifyTransport, retryOnNewConnection } from "./failure";
+import type { HttpRequest, RawResponse } from "./http-fetch";
 import { type ChatMessage, UpstreamError, type UpstreamFailure } from "./types";
 
 /** One token as llama.cpp's `/completion` reports it (`completion_probabilities`, raw logprobs). */
@@ -35,8 +36,8 @@ export interface LlamaNativeOptions {
   root: string;
   authorization: string | undefined;
   timeoutMs: number;
-  /** The kept-alive fetch the chat calls use (http-fetch.ts). */
-  fetch: typeof fetch;
+  /** Calls over the kept-alive connections the chat calls use (http-fetch.ts). */
+  request: HttpRequest;
 }
 
 /**
@@ -94,7 +95,7 @@ export class LlamaNative {
    * One `/completion` call (its JSON body given whole, see llama-packed.ts): one answer per prompt, in the
    * prompts' order (the server answers one prompt with an object, several with an array).
    */
-  async completion(body: string, prompts: number, signal: AbortSignal): Promise<NativeResult[]> {
+  async completion(body: string | Uint8Array, prompts: number, signal: AbortSignal): Promise<NativeResult[]> {
     const answer = await this.post("/completion", body, signal);
     const results = Array.isArray(answer) ? answer : [answer];
     if (results.length !== prompts || !results.every((r) => typeof r === "object" && r !== null)) {
@@ -103,7 +104,7 @@ export class LlamaNative {
     return results as NativeResult[];
   }
 
-  private async post(path: string, body: string, signal: AbortSignal): Promise<unknown> {
+  private async post(path: string, body: string | Uint8Array, signal: AbortSignal): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.once(path, body, signal);
@@ -119,7 +120,7 @@ export class LlamaNative {
     }
   }
 
-  private async once(path: string, body: string, signal: AbortSignal): Promise<unknown> {
+  private async once(path: string, body: string | Uint8Array, signal: AbortSignal): Promise<unknown> {
     const { root, authorization, timeoutMs } = this.options;
     // The call ends with the decision (`signal`: its deadline or its client gone), or at a backstop a second
     // after the configured timeout, as the chat client's; its timer and listener go with the call.
@@ -132,10 +133,9 @@ export class LlamaNative {
     }, timeoutMs + 1000);
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) call.abort();
-    let response: Response;
-    let text: string;
+    let response: RawResponse;
     try {
-      response = await this.options.fetch(`${root}${path}`, {
+      response = await this.options.request(`${root}${path}`, {
         method: "POST",
         headers: {
           "content-type": "application/json",
@@ -144,7 +144,6 @@ export class LlamaNative {
         body,
         signal: call.signal,
       });
-      text = await response.text();
     } catch (err) {
       if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
       if (timedOut) throw new UpstreamError({ kind: "timeout" });
@@ -153,10 +152,10 @@ export class LlamaNative {
       clearTimeout(backstop);
       signal.removeEventListener("abort", onAbort);
     }
-    if (!response.ok) {
-      throw new UpstreamError(
-        classifyStatus(response.status, errorMessage(text), response.headers.get("retry-after") ?? undefined),
-      );
+    const text = response.body.toString("utf8");
+    if (response.status < 200 || response.status > 299) {
+      const retryAfter = response.headers["retry-after"];
+      throw new UpstreamError(classifyStatus(response.status, errorMessage(text), retryAfter));
     }
     try {
       return JSON.parse(text) as unknown;

@@ -146,22 +146,30 @@ function prefillOf(request: ProbeRequest): string {
 const FIELDS = JSON.stringify(RESPONSE_FIELDS);
 
 /**
- * The `/completion` body, written as text: each prompt is `[<the head's ids>, "<its suffix>"]` (a mixed
- * prompt: the ids as they are, the text tokenized after them), so the ids are turned to text once.
+ * The `/completion` body, as the bytes sent: each prompt is `[<the head's ids>, "<its suffix>"]` (a mixed
+ * prompt: the ids as they are, the text tokenized after them). The ids are written once and copied into
+ * each prompt: with 16 prompts of ~2,400 tokens the body is ~250 KB, mostly ids.
  */
 export function completionBody(
   ids: string,
   suffixes: readonly string[],
   slot: number | undefined,
   grammar?: string,
-): string {
-  const prompts = suffixes.map((s) => `[${ids},${JSON.stringify(s)}]`).join(",");
+): Buffer {
+  const head = Buffer.from(ids);
+  const parts: Buffer[] = [Buffer.from('{"prompt":[')];
+  for (const [i, suffix] of suffixes.entries()) {
+    parts.push(Buffer.from(i === 0 ? "[" : ",["), head, Buffer.from(`,${JSON.stringify(suffix)}]`));
+  }
   const pinned = slot !== undefined && slot >= 0 ? `"id_slot":${slot},` : "";
   const held = grammar === undefined ? "" : `"grammar":${JSON.stringify(grammar)},`;
-  return (
-    `{"prompt":[${prompts}],"n_predict":1,"temperature":0,"n_probs":${TOP_LOGPROBS},"post_sampling_probs":false,` +
-    `"cache_prompt":true,${pinned}${held}"response_fields":${FIELDS}}`
+  parts.push(
+    Buffer.from(
+      `],"n_predict":1,"temperature":0,"n_probs":${TOP_LOGPROBS},"post_sampling_probs":false,` +
+        `"cache_prompt":true,${pinned}${held}"response_fields":${FIELDS}}`,
+    ),
   );
+  return Buffer.concat(parts);
 }
 
 /** llama.cpp's answer when the one token it sampled is a piece of a UTF-8 character: no probabilities. */

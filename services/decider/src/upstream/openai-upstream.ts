@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import { classifyStatus, classifyTransport, retryOnNewConnection } from "./failure";
 import { outcomesGrammar } from "./grammar";
-import { createHttpFetch } from "./http-fetch";
+import { createHttpTransport } from "./http-fetch";
 import { LlamaNative } from "./llama-native";
 import { findSeam, PackedProbes, type PromptSeam } from "./llama-packed";
 import { alternative, TOP_LOGPROBS, truncated } from "./reported";
@@ -46,12 +46,13 @@ export class OpenAIUpstream implements Upstream {
   private packed: PackedProbes | undefined;
 
   constructor(private readonly options: OpenAIUpstreamOptions) {
-    const fetch = createHttpFetch();
+    // One set of kept-alive connections for the chat calls and llama.cpp's own endpoints.
+    const { fetch, request } = createHttpTransport();
     this.native = new LlamaNative({
       root: rootOf(options.baseURL),
       authorization: options.authorization,
       timeoutMs: options.timeoutMs,
-      fetch,
+      request,
     });
     this.client = new OpenAI({
       baseURL: options.baseURL,

@@ -12,7 +12,7 @@ import { renderChatML } from "../engine/engine-upstream";
  * several ways (` t`, ` true`, `true,`, `B"}`), any model name accepted, `/v1/models` in both the OpenAI
  * and the Ollama shape, cached prompt tokens reported, and a 500 when calls running together overflow
  * the context their slots share. With `packing`, the llama flavour also serves llama-server's own
- * `/apply-template` (ChatML), `/tokenize` (a character tokenizer with two special tokens) and `/completion`
+ * `/apply-template` (ChatML), `/tokenize` (four characters a token, two special tokens) and `/completion`
  * (several prompts of token ids and text in one call, answered as the chat endpoint would answer each, in
  * the shape b10573 answers: `completion_probabilities`, `timings`, `response_fields`).
  */
@@ -624,22 +624,43 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 const NATIVE_ROUTES = ["/apply-template", "/tokenize", "/completion"];
 
-/** The fake's special tokens, as llama-server's Qwen2.5 vocabulary spells them; every other character is its code point. */
+/** The fake's special tokens, as llama-server's Qwen2.5 vocabulary spells them (ids 0 and 1). */
 const SPECIALS = ["<|im_start|>", "<|im_end|>"];
-const SPECIAL_ID = 1_000_000;
 const SPECIAL_SPLIT = /(<\|im_start\|>|<\|im_end\|>)/;
+/** Characters per ordinary token: about what a BPE vocabulary averages on English and code. */
+const CHUNK = 4;
+/** The fake's vocabulary of ordinary tokens, grown as texts are tokenized (the same text, the same id, in every fake). */
+const vocabulary = new Map<string, number>();
+const pieces: string[] = [...SPECIALS];
 
-/** A character tokenizer: special tokens parsed when `parseSpecial`, every other character one token. */
+/**
+ * A tokenizer like llama.cpp's in what the packed path relies on: the text is split at special tokens first
+ * (when `parseSpecial`), and each stretch between them is tokenized on its own, here in runs of CHUNK
+ * characters from its start.
+ */
 export function fakeTokens(text: string, parseSpecial = true): number[] {
-  const chars = (piece: string) => [...piece].map((c) => c.codePointAt(0) ?? 0);
-  if (!parseSpecial) return chars(text);
+  const ordinary = (stretch: string) => {
+    const chars = [...stretch];
+    const ids: number[] = [];
+    for (let i = 0; i < chars.length; i += CHUNK) {
+      const piece = chars.slice(i, i + CHUNK).join("");
+      let id = vocabulary.get(piece);
+      if (id === undefined) {
+        id = pieces.push(piece) - 1;
+        vocabulary.set(piece, id);
+      }
+      ids.push(id);
+    }
+    return ids;
+  };
+  if (!parseSpecial) return ordinary(text);
   return text
     .split(SPECIAL_SPLIT)
-    .flatMap((piece) => (SPECIALS.includes(piece) ? [SPECIAL_ID + SPECIALS.indexOf(piece)] : chars(piece)));
+    .flatMap((stretch) => (SPECIALS.includes(stretch) ? [SPECIALS.indexOf(stretch)] : ordinary(stretch)));
 }
 
 function pieceOf(id: number): string {
-  return id >= SPECIAL_ID ? (SPECIALS[id - SPECIAL_ID] ?? "") : String.fromCodePoint(id);
+  return pieces[id] ?? "";
 }
 
 /** `/tokenize`: ids, or `{ id, piece }` with `with_pieces` (no BOS: the fake's model has none, as Qwen2.5). */
