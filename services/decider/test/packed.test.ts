@@ -203,6 +203,19 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
     expect(h.fake.calls).toBe(2);
   });
 
+  it("a connection cut as a packed call goes out is sent once more; cut again, the request is a 502 upstream_unreachable", async () => {
+    const h = await start();
+    expect((await request(h.app).get("/ready")).status).toBe(200);
+    h.fake.faults = ["drop"];
+    const once = await decide(h);
+    expect(once.status).toBe(200);
+    expect(h.fake.completions).toHaveLength(2);
+    h.fake.faults = ["drop", "drop"];
+    const twice = await decide(h);
+    expect(twice.status).toBe(502);
+    expect(twice.body).toStrictEqual({ error: "inference backend unreachable", code: "upstream_unreachable" });
+  });
+
   it("a call that hangs past the deadline is a 504, and the server sees the call go away", async () => {
     const h = await start({ timeoutSeconds: 0.5 });
     expect((await request(h.app).get("/ready")).status).toBe(200);
