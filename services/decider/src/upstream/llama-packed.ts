@@ -41,8 +41,8 @@ export async function findSeam(
   for (const content of SAMPLE_PREFILLS) {
     rendered.push(await native.applyTemplate([...messages, { role: "assistant", content }], templateKwargs, signal));
   }
-  const [first = "", prefill = ""] = [rendered[0], SAMPLE_PREFILLS[0]];
-  const before = first.slice(0, first.length - prefill.length);
+  // The prompt before the assistant's content: the first rendering less its one-character prefill.
+  const before = (rendered[0] as string).slice(0, -(SAMPLE_PREFILLS[0] as string).length);
   if (!SAMPLE_PREFILLS.every((p, i) => rendered[i] === before + p)) {
     return { reason: "the chat template does not end the prompt with the assistant's prefill as it is" };
   }
@@ -52,8 +52,9 @@ export async function findSeam(
     const { id, piece } = tokens[j] as (typeof tokens)[number];
     if (typeof piece !== "string") break;
     if (await isSpecial(native, id, piece, signal)) {
-      const seam = { special: piece, tail };
-      if (!before.endsWith(piece + tail)) break;
+      if (!before.endsWith(piece + tail)) {
+        return { reason: "the server's tokens of the prompt do not spell its text back" };
+      }
       const head = await native.tokenize(before.slice(0, before.length - tail.length), { addSpecial: true }, signal);
       for (const [i, content] of SAMPLE_PREFILLS.entries()) {
         const whole = await native.tokenize(rendered[i] as string, { addSpecial: true }, signal);
@@ -62,7 +63,7 @@ export async function findSeam(
           return { reason: `cut after ${JSON.stringify(piece)}, the prompt tokenizes differently` };
         }
       }
-      return { seam };
+      return { seam: { special: piece, tail } };
     }
     tail = piece + tail;
   }
