@@ -76,6 +76,7 @@ export function createBackend(config: Config, logger: Logger, slots: number): Ba
           timeoutMs: checkMs,
           maxInflight: slots,
           allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
+          packPrompts: config.LOCALDECIDER_PACK_PROMPTS,
           logger,
         }),
       };

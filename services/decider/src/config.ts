@@ -105,6 +105,9 @@ export const configSchema = z
     // A backend that reports no logprobs fails every decision with 502 no_logprobs unless this is true;
     // then each answer is the emitted outcome with probability 1.
     LOCALDECIDER_ALLOW_NO_LOGPROBS: z.stringbool().default(false),
+    // On a llama.cpp server whose template's seam the start-up check verified, a prompt's questions go in
+    // one /completion call (the same tokens and alternatives as one chat call each); false: chat calls.
+    LOCALDECIDER_PACK_PROMPTS: z.stringbool().default(true),
     // Bytes, read from `1mb`, `512kb`, `2m`… (never a bare `2` meaning 2 bytes: below 1 KiB is refused).
     LOCALDECIDER_BODY_LIMIT: byteSize({ min: 1024, fallback: "1mb" }),
     // Path of a calibration file written by `pnpm decider eval --fit`; unset = answers as the model gives them.

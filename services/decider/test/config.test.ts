@@ -29,6 +29,7 @@ describe("configSchema", () => {
       LOCALDECIDER_QUESTIONS_PER_CALL: 16,
       LOCALDECIDER_OUTCOMES_PER_CALL: 128,
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
+      LOCALDECIDER_PACK_PROMPTS: true,
       LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
       LOCALDECIDER_HEADERS_TIMEOUT_MS: 20_000,
       LOCALDECIDER_REQUEST_TIMEOUT_MS: 30_000,
@@ -66,6 +67,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_QUESTIONS_PER_CALL",
       "LOCALDECIDER_OUTCOMES_PER_CALL",
       "LOCALDECIDER_ALLOW_NO_LOGPROBS",
+      "LOCALDECIDER_PACK_PROMPTS",
       "LOCALDECIDER_BODY_LIMIT",
       "LOCALDECIDER_CALIBRATION",
       "LOCALDECIDER_HEADERS_TIMEOUT_MS",
@@ -228,6 +230,12 @@ describe("every variable refuses values that can never work, naming itself", () 
     LOCALDECIDER_ALLOW_NO_LOGPROBS: [
       [
         "maybe",
+        'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
+      ],
+    ],
+    LOCALDECIDER_PACK_PROMPTS: [
+      [
+        "sometimes",
         'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
       ],
     ],

@@ -198,12 +198,12 @@ export function tokenizerVersion(): string {
  * Token types follow llama.cpp's converter: added tokens marked special, or spelled <|...|>, are control
  * tokens; the other added tokens (<tool_call>, </tool_call>) are user-defined; padding rows are unused.
  */
-export function loadQwen25Vocab(): Vocab {
+export function loadQwen25Vocab(rows: number = TINY_MODEL_SHAPE.vocabRows): Vocab {
   const json = JSON.parse(fs.readFileSync(tokenizerFile(), "utf8")) as TokenizerJson;
   if (json.model.type !== "BPE") throw new Error(`expected a BPE tokenizer, got ${json.model.type}`);
 
-  const tokens: string[] = new Array(TINY_MODEL_SHAPE.vocabRows);
-  const types: number[] = new Array(TINY_MODEL_SHAPE.vocabRows);
+  const tokens: string[] = new Array(rows);
+  const types: number[] = new Array(rows);
   const ids = new Map<string, number>();
   for (const [text, id] of Object.entries(json.model.vocab)) {
     if (id >= QWEN25_REGULAR_TOKENS) throw new Error(`unexpected regular token id ${id}`);
@@ -232,7 +232,7 @@ export function loadQwen25Vocab(): Vocab {
 }
 
 /** Token ids and offsets of a bias table; throws for a text that is not one token. */
-function resolveBias(vocab: Vocab, bias: Readonly<Record<string, number>>): Map<number, number> {
+export function resolveBias(vocab: Vocab, bias: Readonly<Record<string, number>>): Map<number, number> {
   const out = new Map<number, number>();
   for (const [text, offset] of Object.entries(bias)) {
     // `vocab:<entry>` names a vocabulary entry as spelled there (a lone byte such as `vocab:ä`, 0xE4: the
@@ -249,7 +249,7 @@ function resolveBias(vocab: Vocab, bias: Readonly<Record<string, number>>): Map<
  * PRNG, inlined: this fills ~20M values). No transcendental functions, so the bytes cannot depend on the
  * platform's Math.log. Each tensor has its own stream, seeded by (seed, name).
  */
-function randomTensor(seed: number, name: string, length: number, std: number): Float32Array {
+export function randomTensor(seed: number, name: string, length: number, std: number): Float32Array {
   let state = crypto.createHash("sha256").update(`${seed}:${name}`).digest().readUInt32LE(0);
   const out = new Float32Array(length);
   const scale = (std * Math.sqrt(3)) / 2147483648; // maps [0, 2^32) onto [-std*sqrt(3), std*sqrt(3))
