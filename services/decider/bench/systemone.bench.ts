@@ -15,7 +15,7 @@ import path from "node:path";
 import type { Question } from "@localdecider/contracts/decider";
 import { nativeQuestionOf } from "../src/decide/native";
 import { planRequest } from "../src/decide/plan";
-import { createHttpRequest } from "../src/upstream/http-fetch";
+import { createHttpTransport } from "../src/upstream/http-fetch";
 import { documentedOptionLimit, wireBody } from "../src/upstream/systemone-upstream";
 import { stopProcess } from "../test/engine/backends";
 import { firstLine, startDecider } from "./processes";
@@ -30,13 +30,13 @@ const MODEL = "test-model";
  * This client's HTTP, for both sides: node:http over kept-alive connections, the decider's own (upstream/
  * http-fetch.ts), so that each exchange costs the client the same and the direct calls are the floor.
  */
-const send = createHttpRequest();
+const send = createHttpTransport().request;
 
 async function post(url: string, body: string): Promise<void> {
   const res = await send(new URL(url), {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: Buffer.from(body),
+    body,
   });
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
 }

@@ -74,6 +74,10 @@ export interface HarnessOptions {
   /** Most heap the admitted requests may hold (DeciderOptions.maxHeldBytes); default: half the heap limit. */
   maxHeldBytes?: number;
   allowNoLogprobs?: boolean;
+  /** LOCALDECIDER_PACK_PROMPTS (default true). */
+  packPrompts?: boolean;
+  /** The fake (llama flavour) serves llama-server's `/apply-template`, `/tokenize` and `/completion`. */
+  packing?: boolean;
   logger?: Logger;
   calibration?: Calibration;
   /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
@@ -125,6 +129,7 @@ export function modelServer(
     maxInflight: options.maxInflight ?? 2,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
     protocol: options.protocol ?? "auto",
+    packPrompts: options.packPrompts ?? true,
     logger: options.logger,
     ...(options.wrapUpstream === undefined ? {} : { wrapChat: options.wrapUpstream }),
   });
@@ -186,6 +191,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
 /** The real app against a fake upstream on a real port. */
 export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
+  fake.packing = options.packing ?? false;
   const upstream = await fake.start();
   const d = deciderFor(upstream, options);
   // The shared limits admit nothing before their first heartbeat reached Redis.

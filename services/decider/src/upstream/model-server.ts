@@ -22,6 +22,8 @@ export interface ModelServerOptions {
   allowNoLogprobs: boolean;
   /** LOCALDECIDER_UPSTREAM_PROTOCOL. */
   protocol: ProtocolSetting;
+  /** LOCALDECIDER_PACK_PROMPTS: on llama.cpp's chat path, a prompt's probes in one /completion call. */
+  packPrompts: boolean;
   logger: Logger;
   /** Tests put a recorder in front of the chat adapter. */
   wrapChat?: (chat: Upstream) => Upstream;
@@ -61,6 +63,7 @@ export class ModelServer implements PoolServer {
       timeoutMs: checkMs,
       model,
       protocol: options.protocol,
+      packPrompts: options.packPrompts,
       maxInflight: options.maxInflight,
       allowNoLogprobs: options.allowNoLogprobs,
       logger: options.logger,

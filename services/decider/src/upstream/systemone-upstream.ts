@@ -1,7 +1,7 @@
 import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
-import { createHttpRequest } from "./http-fetch";
+import { createHttpTransport } from "./http-fetch";
 import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
@@ -40,7 +40,7 @@ export function documentedOptionLimit(model: string): number {
  */
 export class SystemOneUpstream implements NativeUpstream {
   readonly protocol = "systemone";
-  private readonly send = createHttpRequest();
+  private readonly send = createHttpTransport().request;
   private readonly url: URL;
   /** Option limits a server's 422 taught, per model (they only ever go down). */
   private readonly learned = new Map<string, number>();
@@ -79,7 +79,7 @@ export class SystemOneUpstream implements NativeUpstream {
     if (this.options.authorization !== undefined) headers.authorization = this.options.authorization;
     for (let attempt = 0; ; attempt++) {
       try {
-        const response = await this.send(this.url, { method: "POST", headers, body: Buffer.from(body), signal });
+        const response = await this.send(this.url, { method: "POST", headers, body, signal });
         const retryAfter = response.headers["retry-after"];
         return { status: response.status, text: response.body.toString("utf8"), retryAfter };
       } catch (err) {
