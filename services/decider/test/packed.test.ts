@@ -26,7 +26,7 @@ const body = {
       instructions: "What is it about?",
       criteria: { billing: "money", shipping: null, refund: "money back", other: null },
     },
-    severity: { type: "score", instructions: null, criteria: ["none", "low", "high", "critical"] },
+    severity: { type: "score", instructions: "How severe is it?", criteria: ["none", "low", "high", "critical"] },
   },
 };
 
@@ -35,8 +35,12 @@ function many(n: number) {
   const questions = Object.fromEntries(
     Array.from({ length: n }, (_, i) => {
       if (i % 3 === 0) return [`noul_${i}`, { type: "noul", instructions: `Is statement ${i} true?` }];
-      if (i % 3 === 1) return [`choice_${i}`, { type: "choice", criteria: { api: "HTTP", db: "storage", docs: null } }];
-      return [`score_${i}`, { type: "score", criteria: ["none", "low", "medium", "high"] }];
+      if (i % 3 === 1)
+        return [
+          `choice_${i}`,
+          { type: "choice", instructions: "Which part?", criteria: { api: "HTTP", db: "storage", docs: null } },
+        ];
+      return [`score_${i}`, { type: "score", instructions: "How risky?", criteria: ["none", "low", "medium", "high"] }];
     }),
   );
   return { ...body, questions };
