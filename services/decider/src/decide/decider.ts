@@ -12,7 +12,6 @@ import {
   deadlinePassed,
   imagesNeedNative,
   malformedOutput,
-  noLogprobs,
   queueFull,
   retryAlone,
   tooFewOptions,
@@ -21,22 +20,14 @@ import {
 } from "../upstream/failure";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
-import {
-  type Alternative,
-  isNative,
-  type NativeUpstream,
-  type ProbeRequest,
-  type ProbeResult,
-  type ProbeUsage,
-  type Upstream,
-  UpstreamError,
-} from "../upstream/types";
+import { isNative, UpstreamError } from "../upstream/types";
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
-import { nativeQuestionOf, type Read, readNativeAnswer } from "./native";
+import { chatReads } from "./chat-reads";
+import type { Read } from "./native";
+import { nativeReads } from "./native-reads";
 import { chunkSize, finalRound, type Limits, MAX_OUTCOMES_PER_PART, type Part, type Plan, planRequest } from "./plan";
-import { probeOf } from "./probe";
-import { jsonLengths, promptOf, ShownState } from "./prompt";
-import { outcomeOfToken, readOut, readScores } from "./readout";
+import { jsonLengths, ShownState } from "./prompt";
+import { PromptJobs, type RequestRun } from "./run";
 import { runInOrder } from "./schedule";
 
 export interface DeciderOptions {
@@ -74,73 +65,11 @@ export function requestWeight(request: unknown): number {
   return 2 * compact + 64 * values;
 }
 
-/** What one request's calls share: its plan, its reservation, its cancellation, its usage and its notes. */
-interface RequestRun {
-  /** The plan being run: replaced (once per lesson) when a native server teaches a smaller option limit. */
-  plan: Plan;
-  /** The model asked for upstream: LOCALDECIDER_UPSTREAM_MODEL, or a decision model the client named. */
-  model: string;
-  /** The client's state as it sent it: a native call carries it as is (the chat probe renders it). */
-  state: JsonValue;
-  /** Jev 1.14's images, passed to every native call of the request. */
-  assets: SystemOneRequest["assets"];
-  /** Servers that cannot serve this request (they do not hold the decision model it names). */
-  except: ReadonlySet<string>;
-  /** When the request's deadline (LOCALDECIDER_TIMEOUT) passes, in performance.now() milliseconds. */
-  deadlineAt: number;
-  reservation: Reservation;
-  controller: AbortController;
-  /** Set when the request's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is a 504. */
-  timedOut: boolean;
-  usage: { input_tokens: number; output_tokens: number };
-  /** Outcomes estimated from the bound because no reported alternative could begin them. */
-  absent: { question: string; outcomes: string[] }[];
-  /** Prefers the slot that last held this request's state (one about the same state reads it once): its fence. */
-  affinity: string;
-}
-
-/**
- * One prompt of the plan: its parts, and what each read once probed. Its probes are rendered only while the
- * request holds a slot (a request waiting in the queue holds its parsed body, nothing more), and dropped
- * once every part is read.
- */
-class PromptJobs {
-  readonly results: (number[] | undefined)[];
-  private probes: ProbeRequest[] | undefined;
-
-  constructor(readonly parts: Part[]) {
-    this.results = parts.map(() => undefined);
-  }
-
-  /** The indexes of the parts not read yet. */
-  pending(): number[] {
-    return this.parts.flatMap((_, i) => (this.results[i] === undefined ? [i] : []));
-  }
-
-  /** The probes of the prompt, rendered on first use: the prompt's shared messages once, a prefill each. */
-  probesOf(state: ShownState): ProbeRequest[] {
-    if (this.probes === undefined) {
-      const shared = promptOf(state.block(), this.parts);
-      this.probes = this.parts.map((part, i) => probeOf(shared, part, i));
-    }
-    return this.probes;
-  }
-
-  /** Every part read: the rendered prompt is no longer needed. */
-  settle(): void {
-    if (this.pending().length === 0) this.probes = undefined;
-  }
-
-  partResults(): PartResult[] {
-    return this.parts.map((part, i) => ({ part, distribution: this.results[i] as number[] }));
-  }
-}
-
 /**
  * Answers System One requests. It only orchestrates: the plan decides the prompts and rounds, the request
- * holds one slot of one model server for all of its calls (the limiter), each part is probed once at the
- * position where its value begins (probe.ts) in the order schedule.ts gives, the read-out turns the reported
- * alternatives into a distribution (readout.ts), and answer.ts does the math.
+ * holds one slot of one model server for all of its calls (the limiter), each prompt's parts are read through
+ * the server's protocol (chat-reads.ts: probed where each value begins; native-reads.ts: one System One call,
+ * each answer checked by native.ts) with the same retries, and answer.ts does the math and the calibration.
  */
 export class Decider {
   /** Bytes the requests admitted and not finished hold (requestWeight), against maxHeldBytes. */
@@ -180,9 +109,10 @@ export class Decider {
         timedOut: false,
         usage: { input_tokens: 0, output_tokens: 0 },
         absent: [],
+        shown,
         affinity: shown.affinity,
       };
-      return await this.decide(run, shown, signal);
+      return await this.decide(run, signal);
     } finally {
       this.heldBytes -= weight;
     }
@@ -258,7 +188,7 @@ export class Decider {
     return answer.reservation;
   }
 
-  private async decide(run: RequestRun, shown: ShownState, clientSignal: AbortSignal): Promise<SystemOneResponse> {
+  private async decide(run: RequestRun, clientSignal: AbortSignal): Promise<SystemOneResponse> {
     // One failed call fails the request, so it also stops the request's other calls.
     // Each call in flight listens to the request's signal (and stops listening when it ends); on a server
     // with a shared prefix cache a prompt's calls run at once, more than Node's default warning level.
@@ -277,10 +207,10 @@ export class Decider {
       await this.inSlot(run, async (lease) => {
         for (;;) {
           try {
-            await this.probeAll(run, lease, shown, first);
+            await this.probeAll(run, lease, first);
             // The final round needs the first round's chunk leaders: planned once, in the same slot.
             second ??= finalRound(run.plan, chunkDistributions(resultsOf(first))).map((parts) => new PromptJobs(parts));
-            await this.probeAll(run, lease, shown, second);
+            await this.probeAll(run, lease, second);
             return;
           } catch (err) {
             // A native server that takes fewer options per question than assumed: split again, in this slot.
@@ -364,30 +294,26 @@ export class Decider {
   }
 
   /**
-   * Reads the parts not read yet, prompt by prompt: on a native server, a prompt's pending parts in one
-   * System One call; on the chat path, all of them in one call where the backend can (probeMany), else one
-   * call each in the order the server's prefix cache wants.
+   * Reads the parts not read yet, prompt by prompt, through the server's protocol: on a native server a
+   * prompt's pending parts in one System One call (native-reads.ts); on the chat path all of them in one call
+   * where the backend can (probeMany), else one call each in the order the server's prefix cache wants
+   * (chat-reads.ts, schedule.ts). Either way the same retries (withRetries).
    */
-  private async probeAll(run: RequestRun, lease: SlotLease, shown: ShownState, prompts: PromptJobs[]): Promise<void> {
+  private async probeAll(run: RequestRun, lease: SlotLease, prompts: PromptJobs[]): Promise<void> {
     const { upstream } = this.options.pool.get(lease.server);
     for (const prompt of prompts) {
       const pending = prompt.pending();
       if (pending.length === 0) continue;
-      if (isNative(upstream)) {
-        const reads = await this.withRetries(lease, prompt.parts, pending, (asked) =>
-          this.nativeReads(
-            run,
-            lease,
-            upstream,
-            asked.map((i) => prompt.parts[i] as Part),
-          ),
-        );
+      if (isNative(upstream) || (upstream.probeMany !== undefined && pending.length > 1)) {
+        const read = isNative(upstream)
+          ? nativeReads(this.options, run, lease, upstream, prompt)
+          : chatReads(this.options, run, lease, upstream, prompt);
+        const reads = await this.withRetries(lease, prompt.parts, pending, read);
         for (const [k, i] of pending.entries()) prompt.results[i] = reads[k];
-      } else if (upstream.probeMany !== undefined && pending.length > 1) {
-        await this.attemptsTogether(run, lease, upstream, shown, prompt, pending);
       } else {
+        const read = chatReads(this.options, run, lease, upstream, prompt);
         await runInOrder([pending], upstream.prefixCache, async (i) => {
-          prompt.results[i] = await this.attempts(run, lease, upstream, shown, prompt, i);
+          prompt.results[i] = (await this.withRetries(lease, prompt.parts, [i], read))[0];
         });
       }
       prompt.settle();
@@ -412,125 +338,6 @@ export class Decider {
       failure: err instanceof UpstreamError ? err.failure : String(err),
     });
     run.reservation.moveTo(next.id);
-    return true;
-  }
-
-  /** One part's chat probe and its malformed-response retries, each a call of the lease. */
-  private async attempts(
-    run: RequestRun,
-    lease: SlotLease,
-    upstream: Upstream,
-    shown: ShownState,
-    prompt: PromptJobs,
-    index: number,
-  ): Promise<number[]> {
-    const probe = prompt.probesOf(shown)[index] as ProbeRequest;
-    const part = prompt.parts[index] as Part;
-    const reads = await this.withRetries(lease, prompt.parts, [index], async () => {
-      const options = { signal: run.controller.signal, slot: lease.slot };
-      const result = await lease.call(() => upstream.probe(probe, options), 1);
-      return [this.readProbe(run, result, probe, part)];
-    });
-    return reads[0] as number[];
-  }
-
-  /** A prompt's pending parts in one chat call (probeMany), and its retries. */
-  private async attemptsTogether(
-    run: RequestRun,
-    lease: SlotLease,
-    upstream: Upstream,
-    shown: ShownState,
-    prompt: PromptJobs,
-    pending: number[],
-  ): Promise<void> {
-    const probes = prompt.probesOf(shown);
-    const reads = await this.withRetries(lease, prompt.parts, pending, async (asked) => {
-      const options = { signal: run.controller.signal, slot: lease.slot };
-      const many = (upstream.probeMany as NonNullable<Upstream["probeMany"]>).bind(upstream);
-      const results = await lease.call(
-        () =>
-          many(
-            asked.map((i) => probes[i] as ProbeRequest),
-            options,
-          ),
-        asked.length,
-      );
-      return asked.map((i, j): Read => {
-        const result = results[j];
-        if (result === undefined) return { malformed: "the backend answered fewer probes than it was asked" };
-        return this.readProbe(run, result, probes[i] as ProbeRequest, prompt.parts[i] as Part);
-      });
-    });
-    for (const [k, i] of pending.entries()) prompt.results[i] = reads[k];
-  }
-
-  /**
-   * One native call for `parts` (a prompt's pending parts), read against them. While the server answers 429
-   * with a Retry-After that ends before the request's deadline, the call waits that long and is sent again
-   * (llama.cpp's decision queue is full: it drains); a 413 splits the call in two, down to one part each.
-   */
-  private async nativeReads(
-    run: RequestRun,
-    lease: SlotLease,
-    upstream: NativeUpstream,
-    parts: Part[],
-  ): Promise<Read[]> {
-    const call = {
-      model: run.model,
-      state: run.state,
-      questions: parts.map(nativeQuestionOf),
-      ...(run.assets === undefined || Object.keys(run.assets).length === 0 ? {} : { assets: run.assets }),
-    };
-    const options = { signal: run.controller.signal, slot: lease.slot };
-    for (;;) {
-      try {
-        const result = await lease.call(() => upstream.decide(call, options), parts.length);
-        this.count(run, result.usage);
-        return parts.map((part) =>
-          readNativeAnswer(
-            part,
-            Object.hasOwn(result.answers, part.question) ? result.answers[part.question] : undefined,
-          ),
-        );
-      } catch (err) {
-        const failure = err instanceof UpstreamError && !options.signal.aborted ? err.failure : undefined;
-        if (failure?.kind === "busy" && (await this.waitOut(run, lease, failure.retryAfter))) continue;
-        if (failure?.kind === "too_large" && parts.length > 1) {
-          this.options.logger.info("the model server refused a call as too large; sending it in two", {
-            server: lease.server,
-            questions: parts.length,
-          });
-          const half = Math.ceil(parts.length / 2);
-          const head = await this.nativeReads(run, lease, upstream, parts.slice(0, half));
-          return [...head, ...(await this.nativeReads(run, lease, upstream, parts.slice(half)))];
-        }
-        throw err;
-      }
-    }
-  }
-
-  /**
-   * Waits out a native server's 429 for as long as its Retry-After says (1 s without one), when that ends
-   * before the request's deadline; returns false (the 429 then stands: 503 with Retry-After) otherwise.
-   */
-  private async waitOut(run: RequestRun, lease: SlotLease, retryAfter: string | undefined): Promise<boolean> {
-    const ms = retryAfterMs(retryAfter);
-    if (performance.now() + ms >= run.deadlineAt) return false;
-    this.options.logger.info("the model server is busy (429); the call waits and is sent again", {
-      server: lease.server,
-      waitMs: ms,
-    });
-    const signal = run.controller.signal;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", done);
-        resolve();
-      }
-      signal.addEventListener("abort", done, { once: true });
-    });
-    if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
     return true;
   }
 
@@ -584,73 +391,11 @@ export class Decider {
     if (left.length > 0) throw malformedOutput(malformedRetries + 1, reason);
     return reads;
   }
-
-  /** The tokens a call reports, counted for the request's `usage` and the metrics. */
-  private count(run: RequestRun, usage: ProbeUsage): void {
-    run.usage.input_tokens += usage.input;
-    run.usage.output_tokens += usage.output;
-    this.options.observer.tokens(usage.input, usage.output);
-  }
-
-  /** A chat probe's result read: its tokens counted, then its distribution (or why it is malformed). */
-  private readProbe(run: RequestRun, result: ProbeResult, probe: ProbeRequest, part: Part): Read {
-    this.count(run, result.usage);
-    return this.distribution(run, result, probe, part);
-  }
-
-  /**
-   * The part's distribution from the reported alternatives; without logprobs, from the emitted token alone
-   * when that is allowed. Malformed (and never a made-up answer) when no reported alternative begins any
-   * outcome, or the emitted token begins no single outcome.
-   */
-  private distribution(
-    run: RequestRun,
-    result: ProbeResult,
-    probe: ProbeRequest,
-    part: Part,
-  ): { distribution: number[] } | { malformed: string } {
-    if (result.scores !== undefined) return { distribution: readScores(result.scores) };
-    // readOut is undefined for an empty list: alternatives asked for and none sent count as no logprobs.
-    const read = result.alternatives === null ? undefined : readOut(result.alternatives, probe.reading);
-    if (read !== undefined) {
-      if (read.absent.length === part.options.length) {
-        return { malformed: `no reported alternative begins an outcome; ${whereMassWent(result.alternatives ?? [])}` };
-      }
-      if (read.absent.length > 0) {
-        this.options.observer.absentOutcomes(read.absent.length);
-        run.absent.push({ question: part.question, outcomes: read.absent.map((i) => part.options[i]?.label ?? "") });
-      }
-      return { distribution: read.distribution };
-    }
-    if (!this.options.allowNoLogprobs) {
-      this.options.logger.warn("the model server returned no logprobs", {
-        question: part.question,
-        response: result.raw ?? "(alternatives: [])",
-      });
-      throw noLogprobs();
-    }
-    const emitted = result.emitted === null ? undefined : outcomeOfToken(result.emitted.token, probe.reading);
-    if (emitted === undefined) {
-      return {
-        malformed: `the emitted token ${JSON.stringify(result.emitted?.token ?? null)} begins no single outcome`,
-      };
-    }
-    return { distribution: part.options.map((_, i) => (i === emitted ? 1 : 0)) };
-  }
 }
 
 /** Whether a request holds Jev 1.14's images or a box question, which only a native server can answer. */
 function usesImages(request: SystemOneRequest): boolean {
   return Object.keys(request.assets ?? {}).length > 0 || Object.values(request.questions).some((q) => q.type === "box");
-}
-
-/** Milliseconds a Retry-After asks for: delay-seconds or an HTTP date (RFC 9110, 10.2.3); 1 s without one. */
-export function retryAfterMs(value: string | undefined): number {
-  if (value === undefined || value.trim() === "") return 1000;
-  const trimmed = value.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const at = Date.parse(trimmed);
-  return Number.isNaN(at) ? 1000 : Math.max(0, at - Date.now());
 }
 
 /** The plan, if every split choice's leaders fit one final round (its chunks are at most a chunk's size). */
@@ -668,17 +413,4 @@ function choiceOf(plan: Plan, question: string): Record<string, unknown> {
 
 function resultsOf(prompts: readonly PromptJobs[]): PartResult[] {
   return prompts.flatMap((prompt) => prompt.partResults());
-}
-
-/** What the model put its probability on, when no reported alternative begins an outcome: the top three. */
-function whereMassWent(alternatives: readonly Alternative[]): string {
-  const top = [...alternatives].sort((a, b) => b.logprob - a.logprob).slice(0, 3);
-  const shown = top.map((a) => {
-    const text =
-      a.token === "" && a.bytes !== undefined
-        ? `<${a.bytes.map((b) => `0x${b.toString(16)}`).join(" ")}>`
-        : JSON.stringify(a.token);
-    return `${text} (${(100 * Math.exp(a.logprob)).toFixed(1)} %)`;
-  });
-  return `the model put its probability on ${shown.join(", ")}`;
 }
