@@ -1,9 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CalibrationFile } from "@localdecider/contracts/decider";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import request from "supertest";
 import { loadCalibration } from "../src/calibration/load";
 import { deciderFor, type Harness, harness, listen } from "./helpers";
@@ -68,7 +69,7 @@ interface CliRun {
 }
 
 function runCli(args: string[], onStart?: (child: ChildProcess, output: { stderr: string }) => void): Promise<CliRun> {
-  const child = spawn(process.execPath, [CLI, "eval", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawnTracked(process.execPath, [CLI, "eval", ...args], { stdio: ["ignore", "pipe", "pipe"] });
   const output = { stdout: "", stderr: "" };
   child.stdout?.on("data", (c: Buffer) => {
     output.stdout += c.toString();
@@ -100,7 +101,7 @@ function pngSize(path: string): [number, number] {
 
 /** dist/main.js as a process, with this environment; resolves with its port once it listens. */
 async function startMain(env: Record<string, string>): Promise<{ url: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawnTracked(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -388,7 +389,7 @@ describe("LOCALDECIDER_CALIBRATION at boot", () => {
 });
 
 function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawnTracked(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });

@@ -1,9 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { metricSample } from "@localdecider/service-kit/test-utils";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import type { Browser } from "playwright-core";
 import { launchChromium, renderDocs } from "../src/docs-browser";
 import { REPO_ROOT } from "../src/repo";
@@ -23,11 +24,15 @@ async function startService(service: "todos" | "decider", env: Record<string, st
   const inherited = Object.fromEntries(
     Object.entries(process.env).filter(([key]) => key === "PATH" || key === "HOME" || key === "TMPDIR"),
   );
-  const child: ChildProcess = spawn(process.execPath, [path.join(REPO_ROOT, "services", service, "dist/main.js")], {
-    cwd: path.join(REPO_ROOT, "services", service),
-    env: { ...inherited, LOG_LEVEL: "info", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child: ChildProcess = spawnTracked(
+    process.execPath,
+    [path.join(REPO_ROOT, "services", service, "dist/main.js")],
+    {
+      cwd: path.join(REPO_ROOT, "services", service),
+      env: { ...inherited, LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {
