@@ -79,6 +79,7 @@ const failingRepository: TodoRepository = {
   kind: "postgres",
   list: () => Promise.reject(new Error("connection refused at 10.0.0.1 (secret detail)")),
   create: () => Promise.reject(new Error("boom")),
+  get: () => Promise.reject(new Error("boom")),
   update: () => Promise.reject(new Error("boom")),
   delete: () => Promise.reject(new Error("boom")),
   ping: () => Promise.reject(new Error("boom")),
