@@ -188,6 +188,52 @@ describe("loadConfig", () => {
     expect(() => loadConfig(schema, { PORT: "99999" })).toThrow(ConfigError);
     expect(() => loadConfig(schema, { PORT: "99999" })).toThrow(/PORT/);
   });
+
+  describe("a number that is not one, not whole or out of range", () => {
+    const numbers = z
+      .object({
+        APP_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+        APP_TIMEOUT: z.coerce.number().positive().max(86_400).default(180),
+        APP_LEASE_MS: z.coerce.number().int().min(1000).default(15_000),
+        APP_WORKERS: z.coerce.number().int().min(1).max(64).optional(),
+        APP_RATIO: z.coerce.number().min(0).max(1).default(0.5),
+        APP_NAME: z.string().min(3).default("app"),
+      })
+      .superRefine(() => undefined);
+    const problem = (env: Record<string, string>, units?: Record<string, string>) => {
+      try {
+        loadConfig(numbers, env, units === undefined ? {} : { units });
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+      return [];
+    };
+
+    it("shows the value, the unit, whole or not, the range and the default", () => {
+      expect(problem({ APP_PORT: "abc" })).toStrictEqual([
+        'APP_PORT: "abc" is not a number: expected a TCP port, a whole number 0-65535 (default 3000)',
+      ]);
+      expect(problem({ APP_TIMEOUT: "3m" })).toStrictEqual([
+        'APP_TIMEOUT: "3m" is not a number (write seconds as a bare number, no "m"): expected seconds, a number more than 0 and at most 86400 (default 180)',
+      ]);
+      expect(problem({ APP_LEASE_MS: "2.5" })).toStrictEqual([
+        'APP_LEASE_MS: "2.5" is not a whole number: expected milliseconds, a whole number at least 1000 (default 15000)',
+      ]);
+      expect(problem({ APP_WORKERS: "65" })).toStrictEqual([
+        'APP_WORKERS: "65" is out of range: expected a whole number 1-64',
+      ]);
+      expect(problem({ APP_RATIO: "2" }, { APP_RATIO: "a fraction" })).toStrictEqual([
+        'APP_RATIO: "2" is out of range: expected a fraction, a number at least 0 and at most 1 (default 0.5)',
+      ]);
+    });
+
+    it("leaves other problems with their own message, and names every variable at once", () => {
+      expect(problem({ APP_NAME: "x", APP_PORT: "-1" })).toStrictEqual([
+        'APP_PORT: "-1" is out of range: expected a TCP port, a whole number 0-65535 (default 3000)',
+        "APP_NAME: Too small: expected string to have >=3 characters",
+      ]);
+    });
+  });
 });
 
 describe("serve", () => {

@@ -97,9 +97,9 @@ describe("every variable refuses values that can never work, naming itself", () 
     // Any non-empty text can be a host or a name; empty counts as unset (the default).
     LOCALDECIDER_HOST: [],
     LOCALDECIDER_PORT: [
-      ["http", "Invalid input: expected number, received NaN"],
-      ["70000", "Too big: expected number to be <=65535"],
-      ["-1", "Too small: expected number to be >=0"],
+      ["http", '"http" is not a number: expected a TCP port, a whole number 0-65535 (default 8080)'],
+      ["70000", '"70000" is out of range: expected a TCP port, a whole number 0-65535 (default 8080)'],
+      ["-1", '"-1" is out of range: expected a TCP port, a whole number 0-65535 (default 8080)'],
     ],
     LOCALDECIDER_ALLOWED_HOSTS: [
       [
@@ -169,7 +169,7 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["lots", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
       ["4096.5", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
     ],
-    LOCALDECIDER_THREADS: [["-1", "Too small: expected number to be >=0"]],
+    LOCALDECIDER_THREADS: [["-1", '"-1" is out of range: expected a whole number 0-1024 (default 0)']],
     // A key no client could send as a bearer token (RFC 6750 b64token) stops the start.
     LOCALDECIDER_API_KEY: [
       [
@@ -182,14 +182,18 @@ describe("every variable refuses values that can never work, naming itself", () 
       ],
     ],
     LOCALDECIDER_TIMEOUT: [
-      ["0", "Too small: expected number to be >0"],
-      ["soon", "Invalid input: expected number, received NaN"],
-      ["100000", "Too big: expected number to be <=86400"],
+      ["0", '"0" is out of range: expected seconds, a number more than 0 and at most 86400 (default 180)'],
+      ["soon", '"soon" is not a number: expected seconds, a number more than 0 and at most 86400 (default 180)'],
+      [
+        "3m",
+        '"3m" is not a number (write seconds as a bare number, no "m"): expected seconds, a number more than 0 and at most 86400 (default 180)',
+      ],
+      ["100000", '"100000" is out of range: expected seconds, a number more than 0 and at most 86400 (default 180)'],
     ],
-    LOCALDECIDER_MAX_INFLIGHT: [["0", "Too small: expected number to be >=1"]],
+    LOCALDECIDER_MAX_INFLIGHT: [["0", '"0" is out of range: expected a whole number 1-1024 (default 2)']],
     LOCALDECIDER_MAX_QUEUE: [
-      ["0", "Too small: expected number to be >=1"],
-      ["2.5", "Invalid input: expected int, received number"],
+      ["0", '"0" is out of range: expected a whole number 1-1000000 (default 256)'],
+      ["2.5", '"2.5" is not a whole number: expected a whole number 1-1000000 (default 256)'],
     ],
     LOCALDECIDER_REDIS_URL: [
       ["http://127.0.0.1:6379", "must be a redis:// or rediss:// URL"],
@@ -201,13 +205,13 @@ describe("every variable refuses values that can never work, naming itself", () 
     ],
     LOCALDECIDER_REDIS_PREFIX: [["my prefix", "must be 1-100 letters, digits, `_`, `-`, `.` or `:`"]],
     LOCALDECIDER_REDIS_LEASE_MS: [
-      ["500", "Too small: expected number to be >=1000"],
-      ["1000000", "Too big: expected number to be <=600000"],
+      ["500", '"500" is out of range: expected milliseconds, a whole number 1000-600000 (default 15000)'],
+      ["1000000", '"1000000" is out of range: expected milliseconds, a whole number 1000-600000 (default 15000)'],
     ],
-    LOCALDECIDER_MALFORMED_RETRIES: [["-1", "Too small: expected number to be >=0"]],
-    LOCALDECIDER_MAX_OUTPUT_TOKENS: [["8", "Too small: expected number to be >=16"]],
-    LOCALDECIDER_QUESTIONS_PER_CALL: [["0", "Too small: expected number to be >=1"]],
-    LOCALDECIDER_OUTCOMES_PER_CALL: [["10", "Too small: expected number to be >=20"]],
+    LOCALDECIDER_MALFORMED_RETRIES: [["-1", '"-1" is out of range: expected a whole number 0-10 (default 2)']],
+    LOCALDECIDER_MAX_OUTPUT_TOKENS: [["8", '"8" is out of range: expected a whole number 16-1000000 (default 2048)']],
+    LOCALDECIDER_QUESTIONS_PER_CALL: [["0", '"0" is out of range: expected a whole number 1-1000 (default 16)']],
+    LOCALDECIDER_OUTCOMES_PER_CALL: [["10", '"10" is out of range: expected a whole number 20-100000 (default 128)']],
     LOCALDECIDER_ALLOW_NO_LOGPROBS: [
       [
         "maybe",

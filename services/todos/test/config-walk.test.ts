@@ -14,8 +14,9 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   // Any non-empty text can be a host or a directory; empty counts as unset (the default).
   TODOS_HOST: [],
   TODOS_PORT: [
-    ["http", {}, "TODOS_PORT: Invalid input: expected number, received NaN"],
-    ["70000", {}, "TODOS_PORT: Too big: expected number to be <=65535"],
+    ["http", {}, 'TODOS_PORT: "http" is not a number: expected a TCP port, a whole number 0-65535 (default 3000)'],
+    ["70000", {}, 'TODOS_PORT: "70000" is out of range: expected a TCP port, a whole number 0-65535 (default 3000)'],
+    ["abc", {}, 'TODOS_PORT: "abc" is not a number: expected a TCP port, a whole number 0-65535 (default 3000)'],
   ],
   TODOS_ALLOWED_HOSTS: [
     [
@@ -32,10 +33,18 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
   TODOS_DATA_DIR: [],
   TODOS_MAX_ITEMS_PER_USER: [
-    ["0", {}, "TODOS_MAX_ITEMS_PER_USER: Too small: expected number to be >=1"],
-    ["1000001", {}, "TODOS_MAX_ITEMS_PER_USER: Too big: expected number to be <=1000000"],
-    ["1.5", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected int, received number"],
-    ["lots", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected number, received NaN"],
+    ["0", {}, 'TODOS_MAX_ITEMS_PER_USER: "0" is out of range: expected a whole number 1-1000000 (default 10000)'],
+    [
+      "1000001",
+      {},
+      'TODOS_MAX_ITEMS_PER_USER: "1000001" is out of range: expected a whole number 1-1000000 (default 10000)',
+    ],
+    [
+      "1.5",
+      {},
+      'TODOS_MAX_ITEMS_PER_USER: "1.5" is not a whole number: expected a whole number 1-1000000 (default 10000)',
+    ],
+    ["lots", {}, 'TODOS_MAX_ITEMS_PER_USER: "lots" is not a number: expected a whole number 1-1000000 (default 10000)'],
   ],
   LOG_LEVEL: [
     [
