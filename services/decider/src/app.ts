@@ -158,6 +158,7 @@ export function createApp(deps: AppDeps): DeciderApp {
         deciderError("invalid_request", "Invalid request body", {
           details: validationDetails(error, { root: "body" }),
         }),
+      methodNotAllowed: (method) => deciderError("method_not_allowed", `Method ${method} not allowed on this path`),
     },
   );
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));

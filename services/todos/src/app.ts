@@ -151,6 +151,7 @@ export function createApp(deps: AppDeps): Express {
     authenticate: deps.auth === undefined ? undefined : requireUser(deps.auth),
     jsonBody: jsonBody({ limit: BODY_LIMIT_BYTES }),
     invalid: invalidTodosRequest,
+    methodNotAllowed: (method) => new AppError(405, `Method ${method} not allowed on this path`),
   });
 
   app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));

@@ -647,7 +647,19 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
     it("when no route matches, answers 404 JSON", async () => {
       const res = await request(t.app).get("/nope").expect(404);
       expect(res.body).toStrictEqual({ error: "Not found" });
-      await request(t.app).patch(`/users/${newUser()}/todos`).expect(404, { error: "Not found" });
+      await request(t.app).get("/users//todos").expect(404, { error: "Not found" });
+    });
+
+    it("when the path exists but not for the method (PATCH on a todo), answers 405 with Allow and changes nothing", async () => {
+      const user = newUser();
+      const item = await create(user, { title: "kept" });
+      const res = await request(t.app).patch(`/users/${user}/todos/${item.id}`).send({ title: "patched" }).expect(405);
+      expect(res.headers.allow).toBe("GET, HEAD, PUT, DELETE, OPTIONS");
+      expect(res.body).toStrictEqual({ error: "Method PATCH not allowed on this path" });
+      const onList = await request(t.app).patch(`/users/${user}/todos`).expect(405);
+      expect(onList.headers.allow).toBe("GET, HEAD, POST, OPTIONS");
+      await request(t.app).options(`/users/${user}/todos`).expect(204);
+      expect(await list(user)).toStrictEqual([item]);
       await request(t.app).get("/users//todos").expect(404, { error: "Not found" });
     });
 
