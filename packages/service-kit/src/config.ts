@@ -178,3 +178,72 @@ export function byteSize(options: { min: number; fallback: string }) {
       return bytes;
     });
 }
+
+/** Variables of the repository's test tooling, which share the services' prefixes and are never config. */
+const TOOLING_VARIABLE = /^(LOCALDECIDER|TODOS)_TEST_|^LOCALDECIDER_STATIC_CHECKS$/;
+
+/** Edit distance with transpositions (`PROT` -> `PORT` is one edit), for suggesting a known name. */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) (d[0] as number[])[j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i] as number[];
+      const prev = d[i - 1] as number[];
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        row[j] = Math.min(row[j] as number, ((d[i - 2] as number[])[j - 2] as number) + 1);
+      }
+    }
+  }
+  return (d[a.length] as number[])[b.length] as number;
+}
+
+export interface UnknownVariable {
+  variable: string;
+  /** The known name closest to it, when one is close (a third of its length in edits, at most). */
+  closest?: string;
+}
+
+/**
+ * The variables in `env` that start with one of the service's prefixes but are no variable of its config
+ * schema (`LOCALDECIDER_PROT`), each with the closest known name. The service warns about them at start: a
+ * misspelt variable would otherwise be ignored without a word, the default silently taking its place.
+ */
+export function unknownVariables(
+  schema: z.ZodType,
+  prefixes: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): UnknownVariable[] {
+  const known = Object.keys(shapeOf(schema));
+  return Object.keys(env)
+    .filter((name) => prefixes.some((p) => name.startsWith(p)) && !known.includes(name) && !TOOLING_VARIABLE.test(name))
+    .sort()
+    .map((variable) => {
+      const ranked = known
+        .map((name) => ({ name, distance: editDistance(variable, name) }))
+        .sort((a, b) => a.distance - b.distance);
+      const best = ranked[0];
+      return best !== undefined && best.distance <= Math.max(2, Math.floor(variable.length / 3))
+        ? { variable, closest: best.name }
+        : { variable };
+    });
+}
+
+/** One warning line per unknown variable (unknownVariables), for the logger the service has just made. */
+export function warnUnknownVariables(
+  logger: { warn: (message: string, meta: object) => unknown },
+  schema: z.ZodType,
+  prefixes: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): void {
+  for (const { variable, closest } of unknownVariables(schema, prefixes, env)) {
+    logger.warn(
+      closest === undefined
+        ? `${variable} is not a variable of this service: ignored`
+        : `${variable} is not a variable of this service: ignored (did you mean ${closest}?)`,
+      { variable, ...(closest === undefined ? {} : { closest }) },
+    );
+  }
+}

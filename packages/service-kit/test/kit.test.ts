@@ -14,7 +14,9 @@ import {
   loadConfig,
   requestId,
   serve,
+  unknownVariables,
   validationDetails,
+  warnUnknownVariables,
 } from "../src";
 
 function captureLogger() {
@@ -233,6 +235,47 @@ describe("loadConfig", () => {
         "APP_NAME: Too small: expected string to have >=3 characters",
       ]);
     });
+  });
+});
+
+describe("unknownVariables", () => {
+  const schema = z
+    .object({ APP_PORT: z.string().optional(), APP_HOST: z.string().optional(), APP_MAX_QUEUE: z.string().optional() })
+    .superRefine(() => undefined);
+
+  it("lists the service's prefixed variables its schema lacks, with the closest known name when one is close", () => {
+    const env = {
+      APP_PROT: "1",
+      APP_HOST: "x",
+      APP_MAXQUEUE: "3",
+      APP_SOMETHING_ELSE_ENTIRELY: "y",
+      OTHER_PROT: "1",
+      PATH: "/bin",
+    };
+    expect(unknownVariables(schema, ["APP_"], env)).toStrictEqual([
+      { variable: "APP_MAXQUEUE", closest: "APP_MAX_QUEUE" },
+      { variable: "APP_PROT", closest: "APP_PORT" },
+      { variable: "APP_SOMETHING_ELSE_ENTIRELY" },
+    ]);
+  });
+
+  it("ignores the test tooling's variables, which share the prefixes", () => {
+    const env = { LOCALDECIDER_TEST_REDIS_URL: "x", LOCALDECIDER_STATIC_CHECKS: "done", TODOS_TEST_ADMIN_URL: "y" };
+    expect(unknownVariables(schema, ["LOCALDECIDER_", "TODOS_"], env)).toStrictEqual([]);
+  });
+
+  it("warns once per unknown variable, naming the suggestion", () => {
+    const lines: [string, object][] = [];
+    warnUnknownVariables({ warn: (m: string, meta: object) => lines.push([m, meta]) }, schema, ["APP_"], {
+      APP_PROT: "1",
+      APP_PORT: "2",
+    });
+    expect(lines).toStrictEqual([
+      [
+        "APP_PROT is not a variable of this service: ignored (did you mean APP_PORT?)",
+        { variable: "APP_PROT", closest: "APP_PORT" },
+      ],
+    ]);
   });
 });
 

@@ -6,6 +6,7 @@ import {
   hostPolicy,
   loadConfig,
   serve,
+  warnUnknownVariables,
 } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { createBackend } from "./backend";
@@ -19,6 +20,7 @@ import { SERVICE_VERSION } from "./version";
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
   const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
+  warnUnknownVariables(logger, configSchema, ["LOCALDECIDER_"]);
   // Kept in the schema so existing environments still start; it has bounded nothing since each call decodes
   // one token (prompt version 2).
   if ((process.env.LOCALDECIDER_MAX_OUTPUT_TOKENS ?? "") !== "") {
@@ -64,6 +66,7 @@ async function main(): Promise<void> {
     },
     // In-flight decisions may legitimately take up to one upstream timeout.
     drainTimeoutMs: timeoutMs,
+    variables: { host: "LOCALDECIDER_HOST", port: "LOCALDECIDER_PORT" },
   });
   exitOnSignals(running, logger);
   // Never the API keys: only where we listen and what we call.

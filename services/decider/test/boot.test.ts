@@ -32,4 +32,21 @@ describe("the decider at boot", () => {
     process_ = await new DeciderProcess(env).start();
     expect(warning(process_)).toBeUndefined();
   });
+
+  it("warns about a misspelt LOCALDECIDER_ variable with the closest name, and about nothing when all are known", async () => {
+    const env = { LOCALDECIDER_UPSTREAM: upstream, LOCALDECIDER_UPSTREAM_MODEL: "test-model" };
+    process_ = await new DeciderProcess({ ...env, LOCALDECIDER_PROT: "9999" }).start();
+    const unknown = (d: DeciderProcess) => d.lines.filter((l) => String(l.message).includes("is not a variable"));
+    expect(unknown(process_)).toStrictEqual([
+      expect.objectContaining({
+        level: "warn",
+        message: "LOCALDECIDER_PROT is not a variable of this service: ignored (did you mean LOCALDECIDER_PORT?)",
+        variable: "LOCALDECIDER_PROT",
+        closest: "LOCALDECIDER_PORT",
+      }),
+    ]);
+    await process_.stop();
+    process_ = await new DeciderProcess(env).start();
+    expect(unknown(process_)).toStrictEqual([]);
+  });
 });
