@@ -11,6 +11,45 @@ export interface ServeOptions {
   onClose?: () => Promise<void>;
   /** How long in-flight requests get to finish after SIGTERM before connections are cut. */
   drainTimeoutMs?: number;
+  /**
+   * The variables that set host and port (`TODOS_HOST`, `TODOS_PORT`): a port in use or an address this
+   * machine does not have is then reported naming the variable, its value and what to do (listenFailure).
+   */
+  variables?: { host: string; port: string };
+}
+
+/**
+ * Why a service could not listen, said for an operator: the variable and its value, the problem, what to
+ * do. Other errors (and errors without an errno code) are returned unchanged.
+ */
+export function listenFailure(
+  err: unknown,
+  where: { host: string; port: number; variables: { host: string; port: string } },
+): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  const { host, port, variables } = where;
+  const at = `${host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new Error(
+        `${variables.port}=${port}: ${at} is already in use by another process: stop it, or set ${variables.port} to a free port (0 picks one)`,
+        { cause: err },
+      );
+    case "EACCES":
+      return new Error(
+        `${variables.port}=${port}: not allowed to listen on ${at} (ports below 1024 need privileges): set ${variables.port} to 1024 or above`,
+        { cause: err },
+      );
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new Error(
+        `${variables.host}=${host}: not an address of this machine (${String(code)}): set ${variables.host} to one of its addresses, 127.0.0.1 or 0.0.0.0 (every interface)`,
+        { cause: err },
+      );
+    default:
+      return err;
+  }
 }
 
 export interface RunningServer {
@@ -24,7 +63,13 @@ export interface RunningServer {
 /** Listens, and resolves once the port is bound; rejects if it cannot be. */
 export async function serve(app: Express, options: ServeOptions): Promise<RunningServer> {
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(options.port, options.host, (err?: Error) => (err ? reject(err) : resolve(s)));
+    const fail = (err: Error) =>
+      reject(
+        options.variables === undefined
+          ? err
+          : listenFailure(err, { host: options.host, port: options.port, variables: options.variables }),
+      );
+    const s = app.listen(options.port, options.host, (err?: Error) => (err ? fail(err) : resolve(s)));
   });
   const address = server.address();
   const port = typeof address === "object" && address !== null ? address.port : options.port;
