@@ -12,6 +12,7 @@ import {
   errorHandler,
   jsonBody,
   loadConfig,
+  prettyLine,
   requestId,
   serve,
   unknownVariables,
@@ -321,5 +322,41 @@ describe("validationDetails", () => {
     if (whole.success) return;
     expect(validationDetails(whole.error, { root: "" }).map((d) => d.path)).toStrictEqual([""]);
     expect(validationDetails(whole.error, { root: "body" }).map((d) => d.path)).toStrictEqual(["body"]);
+  });
+});
+
+describe("LOG_FORMAT=pretty", () => {
+  it("writes one readable line a record: time, level, message, fields, the request id last; a stack below", () => {
+    const info = {
+      level: "info",
+      message: "listening",
+      timestamp: "2026-11-27T10:00:01.234Z",
+      service: "todos",
+      port: 3000,
+      host: "127.0.0.1",
+      allowedHosts: ["localhost", "[::1]"],
+      note: "two words",
+      requestId: "req-1",
+    };
+    expect(prettyLine(info, false)).toBe(
+      '10:00:01.234 info  listening port=3000 host=127.0.0.1 allowedHosts=["localhost","[::1]"] note="two words" requestId=req-1',
+    );
+    expect(prettyLine({ ...info, level: "error", stack: "Error: x\n    at y" }, true)).toMatch(
+      /^10:00:01\.234 \x1b\[31merror\x1b\[0m listening .*\nError: x\n {4}at y$/,
+    );
+  });
+
+  it("is what createLogger writes with format pretty, and JSON without it", () => {
+    // The line a transport writes is the formatted record's MESSAGE (winston's triple-beam symbol).
+    const written = (format?: "pretty") => {
+      const logger = createLogger({ service: "t", level: "info", ...(format === undefined ? {} : { format }) });
+      const info = logger.format.transform({ level: "info", message: "hello", n: 1, service: "t" }) as Record<
+        symbol,
+        string
+      >;
+      return info[Symbol.for("message")] as string;
+    };
+    expect(written("pretty")).toMatch(/^\d{2}:\d{2}:\d{2}\.\d{3} info {2}hello n=1$/);
+    expect(JSON.parse(written())).toMatchObject({ level: "info", message: "hello", n: 1, service: "t" });
   });
 });

@@ -1,4 +1,4 @@
-import { allowedHostsSchema, byteSize, isBearerToken, LOG_LEVELS } from "@localdecider/service-kit";
+import { allowedHostsSchema, byteSize, isBearerToken, LOG_LEVELS, logFormatSchema } from "@localdecider/service-kit";
 import { z } from "zod";
 import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
 import { parseUpstreams } from "./upstream/address";
@@ -99,6 +99,8 @@ export const configSchema = z
     // The file itself is checked at boot (a malformed one stops the start, naming the file).
     LOCALDECIDER_CALIBRATION: z.string().min(1).max(4096).optional(),
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    /** "json" (one object a line, the default) or "pretty" (one readable line, for development). */
+    LOG_FORMAT: logFormatSchema(),
   })
   .superRefine((config, ctx) => {
     try {

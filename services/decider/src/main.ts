@@ -19,7 +19,7 @@ import { SERVICE_VERSION } from "./version";
 
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
-  const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
+  const logger = createLogger({ service: "decider", level: config.LOG_LEVEL, format: config.LOG_FORMAT });
   warnUnknownVariables(logger, configSchema, ["LOCALDECIDER_"]);
   // Kept in the schema so existing environments still start; it has bounded nothing since each call decodes
   // one token (prompt version 2).

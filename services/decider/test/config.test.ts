@@ -29,6 +29,7 @@ describe("configSchema", () => {
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
       LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
       LOG_LEVEL: "info",
+      LOG_FORMAT: "json",
     });
   });
 
@@ -61,6 +62,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_BODY_LIMIT",
       "LOCALDECIDER_CALIBRATION",
       "LOG_LEVEL",
+      "LOG_FORMAT",
     ]);
     const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
     for (const key of Object.keys(configSchema.shape)) expect(readme).toContain(`| \`${key}\``);
@@ -228,6 +230,7 @@ describe("every variable refuses values that can never work, naming itself", () 
     LOG_LEVEL: [
       ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
     ],
+    LOG_FORMAT: [["text", 'must be "json" or "pretty"']],
   };
 
   it("covers every variable of the schema", () => {

@@ -1,4 +1,4 @@
-import { allowedHostsSchema, LOG_LEVELS } from "@localdecider/service-kit";
+import { allowedHostsSchema, LOG_LEVELS, logFormatSchema } from "@localdecider/service-kit";
 import { z } from "zod";
 
 /**
@@ -88,6 +88,8 @@ export const configSchema = z
       .default(DEFAULT_MAX_ITEMS_PER_USER),
     /** winston level; "silent" turns logging off. */
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    /** "json" (one object a line, the default) or "pretty" (one readable line, for development). */
+    LOG_FORMAT: logFormatSchema(),
     /** Sign-in: "off" (no authentication, the default) or "jwt" (a bearer JWT on every per-user route). */
     TODOS_AUTH: z.enum(["off", "jwt"], { error: 'must be "off" or "jwt"' }).default("off"),
     /** JWT mode: the provider's JSON Web Key Set (asymmetric keys; fetched, cached, refetched on rotation). */

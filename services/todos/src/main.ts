@@ -22,7 +22,7 @@ import { openStorage } from "./storage/open-storage";
  */
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
-  const logger = createLogger({ service: "todos", level: config.LOG_LEVEL });
+  const logger = createLogger({ service: "todos", level: config.LOG_LEVEL, format: config.LOG_FORMAT });
   warnUnknownVariables(logger, configSchema, ["TODOS_"]);
   const auth = authFromConfig(config);
   if (auth === undefined) logger.info("sign-in off: per-user routes are open to anyone who can reach them");

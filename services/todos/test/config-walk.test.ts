@@ -53,6 +53,7 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
       'LOG_LEVEL: Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"',
     ],
   ],
+  LOG_FORMAT: [["text", {}, 'LOG_FORMAT: must be "json" or "pretty"']],
   TODOS_AUTH: [
     ["yes", {}, 'TODOS_AUTH: must be "off" or "jwt"'],
     [
