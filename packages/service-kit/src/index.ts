@@ -2,6 +2,7 @@ export * from "./access-log";
 export * from "./app-error";
 export * from "./bearer";
 export * from "./config";
+export * from "./cors";
 export * from "./error-handler";
 export * from "./host-check";
 export * from "./logger";

@@ -46,6 +46,7 @@ async function main(): Promise<void> {
     logger,
     apiKey: config.LOCALDECIDER_API_KEY,
     allowedHosts,
+    corsOrigins: config.LOCALDECIDER_CORS_ORIGINS,
     limits: {
       questionsPerCall: config.LOCALDECIDER_QUESTIONS_PER_CALL,
       outcomesPerCall: config.LOCALDECIDER_OUTCOMES_PER_CALL,

@@ -49,4 +49,28 @@ describe("the decider at boot", () => {
     process_ = await new DeciderProcess(env).start();
     expect(unknown(process_)).toStrictEqual([]);
   });
+
+  it("with LOCALDECIDER_CORS_ORIGINS, lets the listed origin call it from a browser (preflight, then the answer); others get no CORS header", async () => {
+    const env = { LOCALDECIDER_UPSTREAM: upstream, LOCALDECIDER_UPSTREAM_MODEL: "test-model" };
+    const app = "http://localhost:5173";
+    process_ = await new DeciderProcess({ ...env, LOCALDECIDER_CORS_ORIGINS: app }).start();
+    const preflight = await fetch(`${process_.url}/v1/systemone`, {
+      method: "OPTIONS",
+      headers: {
+        origin: app,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type",
+      },
+    });
+    expect([preflight.status, preflight.headers.get("access-control-allow-origin")]).toStrictEqual([204, app]);
+    expect(preflight.headers.get("access-control-allow-headers")).toContain("x-typesafe-request-id");
+    const models = await fetch(`${process_.url}/v1/models`, { headers: { origin: app } });
+    expect([models.status, models.headers.get("access-control-allow-origin")]).toStrictEqual([200, app]);
+    const other = await fetch(`${process_.url}/v1/models`, { headers: { origin: "https://elsewhere.example" } });
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+    await process_.stop();
+    process_ = await new DeciderProcess(env).start();
+    const off = await fetch(`${process_.url}/v1/models`, { headers: { origin: app } });
+    expect(off.headers.get("access-control-allow-origin")).toBeNull();
+  });
 });

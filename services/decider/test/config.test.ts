@@ -38,6 +38,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_HOST",
       "LOCALDECIDER_PORT",
       "LOCALDECIDER_ALLOWED_HOSTS",
+      "LOCALDECIDER_CORS_ORIGINS",
       "LOCALDECIDER_UPSTREAM",
       "LOCALDECIDER_UPSTREAM_MODEL",
       "LOCALDECIDER_UPSTREAM_API_KEY",
@@ -111,6 +112,16 @@ describe("every variable refuses values that can never work, naming itself", () 
       [
         "decider, http://decider",
         '"http://decider" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
+      ],
+    ],
+    LOCALDECIDER_CORS_ORIGINS: [
+      [
+        "*",
+        '"*" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
+      ],
+      [
+        "https://app.example.com/path",
+        '"https://app.example.com/path" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
       ],
     ],
     LOCALDECIDER_UPSTREAM: [

@@ -1,4 +1,4 @@
-import { allowedHostsSchema, LOG_LEVELS, logFormatSchema } from "@localdecider/service-kit";
+import { allowedHostsSchema, corsOriginsSchema, LOG_LEVELS, logFormatSchema } from "@localdecider/service-kit";
 import { z } from "zod";
 
 /**
@@ -72,6 +72,8 @@ export const configSchema = z
      * with sign-in on. See hostPolicy in the service kit.
      */
     TODOS_ALLOWED_HOSTS: allowedHostsSchema().optional(),
+    /** Browser origins allowed to call the API (CORS), a comma list; unset: no CORS headers (off). */
+    TODOS_CORS_ORIGINS: corsOriginsSchema().optional(),
     /** PostgreSQL connection string; when unset the embedded PGlite database in TODOS_DATA_DIR is used. */
     DATABASE_URL: z
       .string()

@@ -81,7 +81,15 @@ async function main(): Promise<void> {
   }
   logger.info("storage ready", { storage: repository.kind });
   const running = await serve(
-    createApp({ repository, logger, metrics, auth, allowedHosts, maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER }),
+    createApp({
+      repository,
+      logger,
+      metrics,
+      auth,
+      allowedHosts,
+      corsOrigins: config.TODOS_CORS_ORIGINS,
+      maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER,
+    }),
     {
       host: config.TODOS_HOST,
       port: config.TODOS_PORT,

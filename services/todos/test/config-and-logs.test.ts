@@ -13,6 +13,7 @@ describe("configSchema", () => {
       TODOS_DATA_DIR: "./data/todos",
       TODOS_MAX_ITEMS_PER_USER: 10_000,
       LOG_LEVEL: "info",
+      LOG_FORMAT: "json",
       TODOS_AUTH: "off",
     });
   });
@@ -26,6 +27,8 @@ describe("configSchema", () => {
         DATABASE_URL: "postgresql://u@db:5432/todos",
         TODOS_DATA_DIR: "/var/lib/todos",
         LOG_LEVEL: "debug",
+        LOG_FORMAT: "pretty",
+        TODOS_CORS_ORIGINS: "https://app.example.com, http://localhost:5173/",
         TODOS_AUTH: "jwt",
         TODOS_JWT_JWKS_URL: "https://issuer.example/.well-known/jwks.json",
         TODOS_JWT_ISSUER: "https://issuer.example/",
@@ -42,6 +45,8 @@ describe("configSchema", () => {
       DATABASE_URL: "postgresql://u@db:5432/todos",
       TODOS_DATA_DIR: "/var/lib/todos",
       LOG_LEVEL: "debug",
+      LOG_FORMAT: "pretty",
+      TODOS_CORS_ORIGINS: ["https://app.example.com", "http://localhost:5173"],
       TODOS_AUTH: "jwt",
       TODOS_JWT_JWKS_URL: "https://issuer.example/.well-known/jwks.json",
       TODOS_JWT_ISSUER: "https://issuer.example/",

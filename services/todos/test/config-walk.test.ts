@@ -30,6 +30,13 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
       'TODOS_ALLOWED_HOSTS: "https://todos.example.com" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
     ],
   ],
+  TODOS_CORS_ORIGINS: [
+    [
+      "app.example.com",
+      {},
+      'TODOS_CORS_ORIGINS: "app.example.com" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
+    ],
+  ],
   DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
   TODOS_DATA_DIR: [],
   TODOS_MAX_ITEMS_PER_USER: [
