@@ -115,9 +115,11 @@ function aptOptions(dir: string): string[] {
   ];
 }
 
+const READY = ".localdecider-ready";
+
 async function unpackDebianRedis(cache: string, say: (m: string) => void): Promise<string> {
   const final = path.join(cache, "debian-redis");
-  if (existsSync(path.join(final, "usr", "bin", "redis-check-rdb"))) return final;
+  if (existsSync(path.join(final, READY))) return final;
   await mkdir(cache, { recursive: true });
   const work = await mkdtemp(path.join(cache, ".partial-redis-"));
   try {
@@ -137,15 +139,29 @@ async function unpackDebianRedis(cache: string, say: (m: string) => void): Promi
     for (const deb of readdirSync(debs).filter((f) => f.endsWith(".deb"))) {
       await run("dpkg-deb", ["-x", path.join(debs, deb), root]);
     }
-    await writeFile(path.join(root, "packages.txt"), `${readdirSync(debs).join("\n")}\n`);
-    await rm(final, { recursive: true, force: true });
-    await rename(root, final);
+    // The names the tests call, beside the unpacked files: redis-server is redis-check-rdb under another name.
+    // Relative links, so that the folder works wherever it is published.
+    await mkdir(path.join(root, "bin"));
+    await symlink(path.join("..", "usr", "bin", "redis-check-rdb"), path.join(root, "bin", "redis-server"));
+    await symlink(path.join("..", "usr", "bin", "redis-cli"), path.join(root, "bin", "redis-cli"));
+    await writeFile(path.join(root, READY), `${readdirSync(debs).join("\n")}\n`);
+    // A folder left by an older version of this tooling (no marker) is replaced.
+    if (existsSync(final) && !existsSync(path.join(final, READY))) await rm(final, { recursive: true, force: true });
+    try {
+      await rename(root, final);
+    } catch (err) {
+      // Another run published it first: use theirs.
+      if (!existsSync(path.join(final, READY))) throw err;
+    }
     say(`unpacked ${readdirSync(debs).join(", ")}`);
     return final;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
 }
+
+/** One preparation per cache folder at a time in this process (parallel callers share it). */
+const preparing = new Map<string, Promise<string>>();
 
 /**
  * redis-server and redis-cli: the machine's (on PATH), else Debian's packages unpacked into the cache.
@@ -172,14 +188,15 @@ export async function ensureRedisPrograms(
         "`apt-get install redis-server`) or set LOCALDECIDER_TEST_REDIS_URL to a Redis the tests may use",
     );
   }
-  const root = await unpackDebianRedis(options.cache ?? cacheDir(), say);
-  const binDir = path.join(root, "bin");
-  if (!existsSync(binDir)) {
-    // The names the tests call, beside the unpacked files: redis-server is redis-check-rdb under another name.
-    await mkdir(binDir);
-    await symlink(path.join(root, "usr", "bin", "redis-check-rdb"), path.join(binDir, "redis-server"));
-    await symlink(path.join(root, "usr", "bin", "redis-cli"), path.join(binDir, "redis-cli"));
+  const cache = options.cache ?? cacheDir();
+  let pending = preparing.get(cache);
+  if (pending === undefined) {
+    pending = unpackDebianRedis(cache, say);
+    preparing.set(cache, pending);
+    pending.catch(() => preparing.delete(cache));
   }
+  const root = await pending;
+  const binDir = path.join(root, "bin");
   // Debian keeps libraries in a folder named for the architecture (usr/lib/x86_64-linux-gnu, ...).
   const libDirs = ["usr/lib", "lib"]
     .map((d) => path.join(root, d))

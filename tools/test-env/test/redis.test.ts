@@ -1,5 +1,8 @@
 import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { promisify } from "node:util";
 import {
   ensureRedis,
@@ -153,8 +156,14 @@ describe("without redis-server on PATH", () => {
       await expect(ensureRedisPrograms({ pathVariable: "/nonexistent" })).rejects.toThrow(/install Redis/);
       return;
     }
+    // A cache of its own, so that the fetch really runs; two callers at once share one fetch (a test file's
+    // tests and a global setup's run in parallel on a first run).
+    const cache = await mkdtemp(path.join(tmpdir(), "test-env-redis-cache-"));
     const lines: string[] = [];
-    const programs = await ensureRedisPrograms({ pathVariable: "/nonexistent", say: (m) => lines.push(m) });
+    const options = { pathVariable: "/nonexistent", cache, say: (m: string) => lines.push(m) };
+    const [programs, again] = await Promise.all([ensureRedisPrograms(options), ensureRedisPrograms(options)]);
+    expect(again).toStrictEqual(programs);
+    expect(lines.filter((l) => l.startsWith("no Redis on this machine: fetching"))).toHaveLength(1);
     expect(programs.source).toBe("debian packages");
     expect(programs.server).toMatch(/debian-redis\/bin\/redis-server$/);
     expect(programs.env.LD_LIBRARY_PATH).toMatch(/debian-redis\/usr\/lib\/[a-z0-9_]+-linux-gnu/);
@@ -166,6 +175,7 @@ describe("without redis-server on PATH", () => {
       expect(stdout.trim()).toBe("PONG");
     } finally {
       await started.stop();
+      await rm(cache, { recursive: true, force: true });
     }
   }, 120_000);
 });
