@@ -124,13 +124,15 @@ export function registerRoutes<R extends RouteContracts>(
   }
   for (const [path, methods] of methodsByPath) {
     const allowed = allowedMethods(methods);
-    app.all(path, (req, res, next) => {
+    // Named, so that a look at the app's routes can tell these catch-alls from the contracts' routes.
+    const refuseMethod: RequestHandler = function methodNotAllowedHandler(req, res, next) {
       res.set("Allow", allowed.join(", "));
       if (req.method === "OPTIONS") {
         res.status(204).end();
         return;
       }
       next(methodNotAllowed(req.method, allowed));
-    });
+    };
+    app.all(path, refuseMethod);
   }
 }
