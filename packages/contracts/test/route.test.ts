@@ -61,12 +61,17 @@ describe("defineRoutes", () => {
       "400",
       "413",
       "415",
+      "422",
       "429",
       "502",
       "503",
       "504",
     ]);
-    expect(deciderRoutes.systemOne.responses[413].description).toBe("Body over LOCALDECIDER_BODY_LIMIT");
+    // The route's own 413 (too many questions, or the body limit) wins over the common one; 415 is the common one.
+    expect(deciderRoutes.systemOne.responses[413].description).toMatch(/^too_many_questions: .*payload_too_large: /);
+    expect(deciderRoutes.systemOne.responses[415].description).toBe(
+      "A body in a character set other than UTF-8 (e.g. charset=latin1)",
+    );
     for (const route of [todosRoutes.createTodo, todosRoutes.updateTodo]) {
       expect(route.responses[400]).toBe(todosRoutes.updateTodo.responses[400]);
       expect([413, 415, 500].map((status) => route.responses[status as 413 | 415 | 500].description)).toStrictEqual([

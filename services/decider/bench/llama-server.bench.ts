@@ -14,7 +14,7 @@
  * Run: LLAMA_SERVER_BIN=… pnpm --filter @localdecider/decider bench:llama-server
  */
 import type { ChildProcess } from "node:child_process";
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import { packPrompts, partsOf } from "../src/decide/plan";
 import { renderPrompt } from "../src/decide/prompt";
 import { ANSWER_MODEL } from "../test/engine/answer-model";
@@ -63,7 +63,7 @@ async function promptTokens(server: string): Promise<number> {
 
 /** The floor's one call: the same state and every question in one prompt, one token. */
 function floorBody(model: string, state: unknown, n: number): string {
-  const parts = Object.entries(questions(n) as Record<string, Question>).flatMap(([name, q]) => partsOf(name, q));
+  const parts = Object.entries(questions(n) as Record<string, TextQuestion>).flatMap(([name, q]) => partsOf(name, q));
   const [all] = packPrompts(parts, {
     questionsPerCall: Number.POSITIVE_INFINITY,
     outcomesPerCall: Number.POSITIVE_INFINITY,

@@ -8,7 +8,7 @@
  * part per request and a part per upstream call.
  * Run: pnpm --filter @localdecider/decider bench:overhead (BENCH_REQUESTS per size, default 200).
  */
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import { planRequest } from "../src/decide/plan";
 import { probeOf } from "../src/decide/probe";
 import { renderPrompt } from "../src/decide/prompt";
@@ -33,7 +33,10 @@ async function callsOf(upstream: string, n: number): Promise<string[][]> {
   const baseURL = `${upstream}/v1`;
   const adapter = new OpenAIUpstream({ baseURL, model: "test-model", authorization: undefined, timeoutMs: 10_000 });
   adapter.profile = await detectServer({ baseURL, authorization: undefined, timeoutMs: 10_000 });
-  const plan = planRequest(questions(n) as Record<string, Question>, { questionsPerCall: 16, outcomesPerCall: 128 });
+  const plan = planRequest(questions(n) as Record<string, TextQuestion>, {
+    questionsPerCall: 16,
+    outcomesPerCall: 128,
+  });
   return plan.firstRound.map((parts) => {
     const shared = renderPrompt(STATE, parts);
     return parts.map((part, i) => JSON.stringify(adapter.body(probeOf(shared, part, i).messages, { slot: 0 })));

@@ -1,3 +1,4 @@
+import { getHeapStatistics } from "node:v8";
 import { DECIDER_AUTH_RESPONSES, DECIDER_HOST_RESPONSES, deciderRoutes } from "@localdecider/contracts/decider";
 import {
   type AllowedHosts,
@@ -19,7 +20,7 @@ import {
   validationDetails,
 } from "@localdecider/service-kit";
 import express, { type Express, Router } from "express";
-import { bearerAuth } from "./auth";
+import { bearerAuth, keyHolder } from "./auth";
 import type { Backend } from "./backend";
 import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
@@ -29,7 +30,8 @@ import type { UpstreamLimiter } from "./limits/limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
-import { inputLimitIssue } from "./routes/input-limits";
+import { inputLimitIssue, questionCount } from "./routes/input-limits";
+import { tooManyQuestions } from "./upstream/failure";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
 
@@ -54,9 +56,14 @@ export interface AppDeps {
   timeoutSeconds: number;
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS. */
   allowNoLogprobs: boolean;
-  bodyLimit: string | number;
+  /** LOCALDECIDER_MAX_QUESTIONS: more questions in one request is a 413 too_many_questions, before any check. */
+  maxQuestions: number;
+  /** LOCALDECIDER_BODY_LIMIT, in bytes: the largest body, and the most characters a state may render to. */
+  bodyLimit: number;
   /** LOCALDECIDER_CALIBRATION, loaded: applied to every answer and shown by GET /v1/models. */
   calibration?: Calibration;
+  /** Most heap the requests admitted may hold (see DeciderOptions.maxHeldBytes); default defaultMaxHeldBytes(). */
+  maxHeldBytes?: number;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
 }
@@ -115,6 +122,10 @@ export function createApp(deps: AppDeps): DeciderApp {
     upstreamModel: deps.backend.model,
     timeoutSeconds: deps.timeoutSeconds,
     calibration: deps.calibration,
+    // The state as shown to the model is bounded by the body it came in (compact JSON is never longer,
+    // bar numbers written short such as 1e308): what a request may hold once admitted.
+    maxStateChars: deps.bodyLimit,
+    maxHeldBytes: deps.maxHeldBytes ?? defaultMaxHeldBytes(),
   });
   const app = express();
   app.disable("x-powered-by");
@@ -153,12 +164,16 @@ export function createApp(deps: AppDeps): DeciderApp {
       upstream: deps.backend.display,
       upstreamModel: deps.backend.model,
       describeBackend: () => deps.backend.describe(),
+      upstreamAccepts: () => deps.backend.upstreamAccepts(),
       calibration: deps.calibration?.describe() ?? { active: false },
+      keyHolder: keyHolder(deps.apiKey),
     }),
     {
       authenticate: bearerAuth(deps.apiKey),
       jsonBody: jsonBody({ limit: deps.bodyLimit }),
       checkBody: (body) => {
+        const questions = questionCount(body);
+        if (questions > deps.maxQuestions) throw tooManyQuestions(questions, deps.maxQuestions);
         const issue = inputLimitIssue(body);
         if (issue !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [issue] });
       },
@@ -179,4 +194,12 @@ function operationsRouter(metrics: Metrics): Router {
   const router = Router();
   router.get("/metrics", metrics.handler);
   return router;
+}
+
+/**
+ * Half of V8's heap limit (`--max-old-space-size`, else what Node chose for this machine): what the requests
+ * admitted may hold at once, leaving the rest to the prompts being rendered, the responses and the service.
+ */
+export function defaultMaxHeldBytes(): number {
+  return Math.floor(getHeapStatistics().heap_size_limit / 2);
 }

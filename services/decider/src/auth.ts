@@ -4,6 +4,19 @@ import type { RequestHandler } from "express";
 import { deciderError } from "./errors";
 
 const digest = (value: string) => createHash("sha256").update(value).digest();
+const matches = (token: unknown, expected: Buffer) =>
+  typeof token === "string" && timingSafeEqual(digest(token), expected);
+
+/**
+ * Whether an `Authorization` header carries the configured key (the same rules as bearerAuth): what the
+ * open routes (`/ready`, and `/v1/models` without a key) ask before they name internal addresses. Never true
+ * without a key: then nobody is authenticated, whatever they send.
+ */
+export function keyHolder(apiKey: string | undefined): (authorization: string | undefined) => boolean {
+  if (apiKey === undefined) return () => false;
+  const expected = digest(apiKey);
+  return (authorization) => matches(parseBearer(authorization), expected);
+}
 
 /**
  * `Authorization: Bearer <key>` when a key is configured, read by the kit's parseBearer (the todos' rules
@@ -17,7 +30,7 @@ export function bearerAuth(apiKey: string | undefined): RequestHandler {
   const expected = digest(apiKey);
   return (req, _res, next) => {
     const token = parseBearer(req.get("authorization"));
-    if (typeof token === "string" && timingSafeEqual(digest(token), expected)) {
+    if (matches(token, expected)) {
       next();
       return;
     }

@@ -22,10 +22,31 @@ export interface Backend {
   /** The model's name in answers (`localdecider-0.1.0/<this>`) and /ready. */
   model: string;
   describe(): BackendInfo;
+  /**
+   * What its upstream takes beyond text, asked per request (a server's protocol may be learnt after start):
+   * routes/images.ts lets images and box questions through only when `images` is true.
+   */
+  upstreamAccepts(): UpstreamAccepts;
   /** Starts what runs in the background (the embedded engine's download and load). */
   start(): void;
   close(): Promise<void>;
 }
+
+/**
+ * Whether the upstream takes Jev 1.14's images (`assets`) and `box` questions, and what the backend is, for
+ * the 422 that refuses them (`this decider runs <runs>`). Only a native System One server can take them.
+ */
+export interface UpstreamAccepts {
+  images: boolean;
+  runs: string;
+}
+
+/** What chat model servers and the embedded engine take: text questions only. */
+export const CHAT_SERVER_ACCEPTS: UpstreamAccepts = {
+  images: false,
+  runs: "a chat model server (OpenAI-compatible, answers read from token logprobs)",
+};
+export const EMBEDDED_ACCEPTS: UpstreamAccepts = { images: false, runs: "the embedded engine (node-llama-cpp)" };
 
 /**
  * `slots`: how many requests the limiter runs at once on each server, each in one numbered slot
@@ -85,6 +106,7 @@ export function serversBackend(servers: readonly PoolServer[], model: string, lo
     display,
     model,
     describe: () => ({ kind: "server", address: display, model }),
+    upstreamAccepts: () => CHAT_SERVER_ACCEPTS,
     start: () => undefined,
     close: async () => pool.close(),
   };
@@ -101,7 +123,7 @@ export function embeddedBackend(
   upstream: Upstream = embedded,
 ): Backend {
   return {
-    pool: new ServerPool([{ id: "embedded", upstream, probe: embedded }], logger),
+    pool: new ServerPool([{ id: "embedded", label: "embedded", upstream, probe: embedded }], logger),
     display: "embedded",
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {
@@ -122,6 +144,7 @@ export function embeddedBackend(
         },
       };
     },
+    upstreamAccepts: () => EMBEDDED_ACCEPTS,
     start: () => {
       void embedded.start();
     },

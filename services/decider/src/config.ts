@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
 import {
   allowedHostsSchema,
   byteSize,
@@ -78,6 +79,9 @@ export const configSchema = z
     // takes one per 20 labels, plus one), so this also caps the questions of one request.
     // 0 would refuse every request.
     LOCALDECIDER_MAX_QUEUE: int(1, 1_000_000, 256),
+    // Questions one request may hold: more is a 413 too_many_questions before any question is read (llama.cpp
+    // answers 413 past 4096 too). MAX_QUEUE may refuse fewer: a request needing more calls than it holds.
+    LOCALDECIDER_MAX_QUESTIONS: int(1, 1_000_000, DEFAULT_MAX_QUESTIONS),
     // Set: every replica with this Redis and prefix shares MAX_INFLIGHT (per model server) and MAX_QUEUE.
     // Unset: this process's limits alone, and no Redis client is loaded.
     LOCALDECIDER_REDIS_URL: z

@@ -54,6 +54,7 @@ async function main(): Promise<void> {
     malformedRetries: config.LOCALDECIDER_MALFORMED_RETRIES,
     timeoutSeconds: config.LOCALDECIDER_TIMEOUT,
     allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
+    maxQuestions: config.LOCALDECIDER_MAX_QUESTIONS,
     bodyLimit: config.LOCALDECIDER_BODY_LIMIT,
     calibration,
   });

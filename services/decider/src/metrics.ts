@@ -22,7 +22,7 @@ export interface DeciderMetrics {
  */
 export function createDeciderMetrics(
   limiter: Pick<UpstreamLimiter, "counts" | "serverCounts">,
-  pool: Pick<ServerPool, "states">,
+  pool: Pick<ServerPool, "states" | "labelOf">,
 ): DeciderMetrics {
   const metrics = createMetrics({ service: "decider" });
   const registers = [metrics.registry];
@@ -41,7 +41,7 @@ export function createDeciderMetrics(
     registers,
     collect() {
       const counts = limiter.serverCounts();
-      for (const { id } of pool.states()) this.set({ server: id }, counts.get(id)?.running ?? 0);
+      for (const { id, label } of pool.states()) this.set({ server: label }, counts.get(id)?.running ?? 0);
     },
   });
   new Gauge({
@@ -50,7 +50,7 @@ export function createDeciderMetrics(
     labelNames: ["server"] as const,
     registers,
     collect() {
-      for (const { id, inRotation } of pool.states()) this.set({ server: id }, inRotation ? 1 : 0);
+      for (const { label, inRotation } of pool.states()) this.set({ server: label }, inRotation ? 1 : 0);
     },
   });
   const upstreamDuration = new Histogram({
@@ -82,7 +82,7 @@ export function createDeciderMetrics(
     registers,
   });
   // Every outcome shows from the first scrape, at 0, so rate() and alerts work before the first failure.
-  for (const { id: server } of pool.states()) {
+  for (const { label: server } of pool.states()) {
     for (const outcome of ["ok", "malformed", "error", "timeout", "aborted"] satisfies UpstreamOutcome[]) {
       upstreamDuration.zero({ server, outcome });
     }
@@ -91,7 +91,8 @@ export function createDeciderMetrics(
   tokens.inc({ direction: "output" }, 0);
 
   const observer: DeciderObserver = {
-    upstreamCall: (durationMs, outcome, server) => upstreamDuration.observe({ server, outcome }, durationMs / 1000),
+    upstreamCall: (durationMs, outcome, server) =>
+      upstreamDuration.observe({ server: pool.labelOf(server), outcome }, durationMs / 1000),
     tokens: (input, output) => {
       tokens.inc({ direction: "input" }, input);
       tokens.inc({ direction: "output" }, output);

@@ -32,10 +32,10 @@ const body = {
   model: "localdecider",
   state: "A customer writes about a late parcel.",
   questions: {
-    urgent: { type: "noul" },
-    risky: { type: "noul" },
-    topic: { type: "choice", criteria: { billing: null, shipping: null, refund: null } },
-    effort: { type: "score", criteria: ["none", "some", "much", "all"] },
+    urgent: { type: "noul", instructions: "Is it?" },
+    risky: { type: "noul", instructions: "Is it?" },
+    topic: { type: "choice", instructions: "Which topic?", criteria: { billing: null, shipping: null, refund: null } },
+    effort: { type: "score", instructions: "How much effort?", criteria: ["none", "some", "much", "all"] },
   },
 };
 

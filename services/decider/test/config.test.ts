@@ -20,6 +20,7 @@ describe("configSchema", () => {
       LOCALDECIDER_TIMEOUT: 180,
       LOCALDECIDER_MAX_INFLIGHT: 2,
       LOCALDECIDER_MAX_QUEUE: 256,
+      LOCALDECIDER_MAX_QUESTIONS: 4096,
       LOCALDECIDER_REDIS_PREFIX: "localdecider:",
       LOCALDECIDER_REDIS_LEASE_MS: 15000,
       LOCALDECIDER_MALFORMED_RETRIES: 2,
@@ -52,6 +53,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_TIMEOUT",
       "LOCALDECIDER_MAX_INFLIGHT",
       "LOCALDECIDER_MAX_QUEUE",
+      "LOCALDECIDER_MAX_QUESTIONS",
       "LOCALDECIDER_REDIS_URL",
       "LOCALDECIDER_REDIS_PREFIX",
       "LOCALDECIDER_REDIS_LEASE_MS",
@@ -207,6 +209,10 @@ describe("every variable refuses values that can never work, naming itself", () 
     LOCALDECIDER_MAX_QUEUE: [
       ["0", '"0" is out of range: expected a whole number 1-1000000 (default 256)'],
       ["2.5", '"2.5" is not a whole number: expected a whole number 1-1000000 (default 256)'],
+    ],
+    LOCALDECIDER_MAX_QUESTIONS: [
+      ["0", "Too small: expected number to be >=1"],
+      ["many", "Invalid input: expected number, received NaN"],
     ],
     LOCALDECIDER_REDIS_URL: [
       ["http://127.0.0.1:6379", "must be a redis:// or rediss:// URL"],

@@ -3,9 +3,11 @@ import {
   createDeciderClient,
   type DeciderApiError,
   deciderRoutes,
+  IMAGES_HEADER,
   type SystemOneResponse,
 } from "@localdecider/contracts/decider";
 import { type Harness, harness, listen } from "./helpers";
+import { PNG_ASSET } from "./image-assets";
 
 type RouteLayer = { route?: { path: string; methods: Record<string, boolean>; stack: { name: string }[] } };
 
@@ -54,7 +56,9 @@ describe("the metrics' route labels", () => {
       await client.health();
       await client.ready();
       await client.listModels();
-      await client.systemOne({ body: { model: "localdecider", state: null, questions: { q: { type: "noul" } } } });
+      await client.systemOne({
+        body: { model: "localdecider", state: null, questions: { q: { type: "noul", instructions: "Is it?" } } },
+      });
       const text = await (await fetch(`${server.url}/metrics`)).text();
       const labels = new Set([...text.matchAll(/^http_requests_total\{[^}]*route="([^"]+)"/gm)].map((m) => m[1]));
       expect([...labels].sort()).toStrictEqual(
@@ -89,7 +93,7 @@ describe("createDeciderClient against the running service", () => {
         state: { message: "I was charged twice" },
         questions: {
           billing: { type: "noul", instructions: "Is this about billing?" },
-          pick: { type: "choice", criteria: { a: null, b: "the second" } },
+          pick: { type: "choice", instructions: "Which one?", criteria: { a: null, b: "the second" } },
         },
       },
     });
@@ -135,7 +139,7 @@ describe("createDeciderClient against the running service", () => {
     expect(apiError.headers.get("www-authenticate")).toBe('Bearer realm="localdecider"');
   });
 
-  it("a body the contract refuses throws ApiError 400 invalid_request with the field details", async () => {
+  it("a body the contract refuses throws ApiError 422 invalid_request with the field details", async () => {
     h = await harness();
     server = await listen(h);
     const client = createDeciderClient({ baseUrl: server.url });
@@ -143,10 +147,60 @@ describe("createDeciderClient against the running service", () => {
       .systemOne({ body: { model: "localdecider", state: null, questions: {} } })
       .catch((e) => e)) as DeciderApiError;
     expect(error).toBeInstanceOf(ApiError);
-    expect(error.status).toBe(400);
+    expect(error.status).toBe(422);
     expect(error.code).toBe("invalid_request");
     expect(error.details).toStrictEqual([{ path: "questions", message: "questions must hold at least one question" }]);
     expect(error.requestId).toMatch(/\S/);
+    expect(h.fake.requests).toHaveLength(0);
+  });
+
+  it("more questions than LOCALDECIDER_MAX_QUESTIONS throws ApiError 413 too_many_questions", async () => {
+    h = await harness({ maxQuestions: 2 });
+    server = await listen(h);
+    const client = createDeciderClient({ baseUrl: server.url });
+    const question = { type: "noul", instructions: "Is it?" } as const;
+    const error = (await client
+      .systemOne({ body: { model: "localdecider", state: null, questions: { a: question, b: question, c: question } } })
+      .catch((e) => e)) as DeciderApiError;
+    expect(error).toBeInstanceOf(ApiError);
+    expect({ status: error.status, code: error.code, body: error.body }).toStrictEqual({
+      status: 413,
+      code: "too_many_questions",
+      body: {
+        error:
+          "this request holds 3 questions, more than the 2 one request may hold (LOCALDECIDER_MAX_QUESTIONS); send them in several requests",
+        code: "too_many_questions",
+      },
+    });
+    expect(h.fake.requests).toHaveLength(0);
+  });
+
+  it("a box question and an asset, typed by the contract, throw ApiError 422 images_unsupported with the opt-in header", async () => {
+    h = await harness();
+    server = await listen(h);
+    const client = createDeciderClient({ baseUrl: server.url, headers: { [IMAGES_HEADER]: "true" } });
+    const error = (await client
+      .systemOne({
+        body: {
+          model: "localdecider",
+          state: { photo: "kitchen" },
+          questions: {
+            mug: { type: "box", instructions: "the coffee mug in `kitchen`" },
+            has_mug: { type: "noul", instructions: "Is there a coffee mug in `kitchen`?" },
+          },
+          assets: { kitchen: PNG_ASSET },
+        },
+      })
+      .catch((e) => e)) as DeciderApiError;
+    expect(error).toBeInstanceOf(ApiError);
+    expect({ status: error.status, body: error.body }).toStrictEqual({
+      status: 422,
+      body: {
+        error:
+          "images and box questions need a native System One upstream; this decider runs a chat model server (OpenAI-compatible, answers read from token logprobs)",
+        code: "images_unsupported",
+      },
+    });
     expect(h.fake.requests).toHaveLength(0);
   });
 
@@ -155,7 +209,7 @@ describe("createDeciderClient against the running service", () => {
     server = await listen(h);
     const client = createDeciderClient({ baseUrl: server.url });
     const error = (await client
-      .systemOne({ body: { model: "gpt-9", state: null, questions: { q: { type: "noul" } } } })
+      .systemOne({ body: { model: "gpt-9", state: null, questions: { q: { type: "noul", instructions: "Is it?" } } } })
       .catch((e) => e)) as DeciderApiError;
     expect([error.status, error.code]).toStrictEqual([400, "unknown_model"]);
   });

@@ -185,7 +185,11 @@ describe("pnpm decider eval --fit against an over-confident model", () => {
     try {
       const res = await request(calibrated.app)
         .post("/v1/systemone")
-        .send({ model: "localdecider", state: "Review case x: truth=0.7", questions: { bug: { type: "noul" } } });
+        .send({
+          model: "localdecider",
+          state: "Review case x: truth=0.7",
+          questions: { bug: { type: "noul", instructions: "Is it?" } },
+        });
       expect(res.status).toBe(200);
       expect(Math.abs(res.body.answers.bug.noul - 0.7)).toBeLessThan(0.005);
       const raw = 0.49 / (0.49 + 0.09);
@@ -241,9 +245,9 @@ describe("pnpm decider eval with bad lines and a failing service", () => {
     const good = Array.from({ length: 18 }, (_, i) => record(i));
     const bad = [
       "{not json",
-      JSON.stringify({ state: "s", questions: { a: { type: "noul" } }, labels: { a: "yes" } }),
-      JSON.stringify({ state: "s", questions: { a: { type: "noul" } }, labels: { b: true } }),
-      JSON.stringify({ questions: { a: { type: "noul" } }, labels: { a: true } }),
+      JSON.stringify({ state: "s", questions: { a: { type: "noul", instructions: "Is it?" } }, labels: { a: "yes" } }),
+      JSON.stringify({ state: "s", questions: { a: { type: "noul", instructions: "Is it?" } }, labels: { b: true } }),
+      JSON.stringify({ questions: { a: { type: "noul", instructions: "Is it?" } }, labels: { a: true } }),
     ];
     const failing = [record(100, " FAIL"), record(101, " FAIL")];
     // Lines 1-9 good, 10-13 bad, 14-15 failing, 16 blank, 17-25 good.

@@ -23,11 +23,11 @@ describe("GET /ready", () => {
     await h.close();
   });
 
-  it("answers 200 when the backend lists the configured model, without a bearer even if a key is set", async () => {
+  it("answers 200 when the backend lists the configured model, without a bearer even if a key is set (naming the server by its label)", async () => {
     h = await harness({ apiKey: "k" });
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(200);
-    expect(res.body).toStrictEqual({ status: "ready", upstream: h.upstream, model: "test-model" });
+    expect(res.body).toStrictEqual({ status: "ready", upstream: "server 1", model: "test-model" });
   });
 
   it("answers 503 with exactly 'inference backend returned HTTP 404' when the backend answers 404", async () => {
@@ -66,7 +66,7 @@ describe("GET /ready", () => {
     h.fake.models = ["ft:customer-acme-private-2026"];
     const res = await request(h.app)
       .post("/v1/systemone")
-      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
     expect({ status: res.status, body: res.body }).toStrictEqual({
       status: 503,
       body: {
@@ -125,7 +125,7 @@ describe("GET /v1/models", () => {
     await h.close();
   });
 
-  it("lists our model and the TypeSafe aliases it serves, naming the model server and its model", async () => {
+  it("lists our model and the TypeSafe aliases it serves, naming the model server (by its label: no key is set) and its model", async () => {
     h = await harness();
     const res = await request(h.app).get("/v1/models");
     expect(res.status).toBe(200);
@@ -144,7 +144,7 @@ describe("GET /v1/models", () => {
           release_date: "2026-11-22",
         },
       ],
-      backend: { kind: "server", address: h.upstream, model: "test-model" },
+      backend: { kind: "server", address: "server 1", model: "test-model" },
       calibration: { active: false },
     });
   });

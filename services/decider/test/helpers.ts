@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { type AllowedHosts, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
+import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
+import { type AllowedHosts, byteSize, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
 import { type Backend, serversBackend } from "../src/backend";
 import type { Calibration } from "../src/calibration/calibration";
@@ -69,11 +70,19 @@ export interface HarnessOptions {
   outcomesPerCall?: number;
   upstreamModel?: string;
   bodyLimit?: string;
+  /** LOCALDECIDER_MAX_QUESTIONS; default its default, 4096. */
+  maxQuestions?: number;
+  /** Most heap the admitted requests may hold (DeciderOptions.maxHeldBytes); default: half the heap limit. */
+  maxHeldBytes?: number;
   allowNoLogprobs?: boolean;
   logger?: Logger;
   calibration?: Calibration;
   /** Limits shared through the test run's Redis (TEST_REDIS), under a key prefix of this test's own. */
   sharedRedis?: boolean;
+  /** With sharedRedis: the key prefix (replicas in one test share one); a fresh one by default. */
+  redisPrefix?: string;
+  /** With sharedRedis: another Redis than the test run's (one that is down, say). */
+  redisUrl?: string;
 }
 
 /**
@@ -138,8 +147,8 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
   const shared =
     options.sharedRedis === true
       ? new RedisLimits({
-          url: TEST_REDIS,
-          prefix: `localdecider-test:${randomUUID()}:`,
+          url: options.redisUrl ?? TEST_REDIS,
+          prefix: options.redisPrefix ?? `localdecider-test:${randomUUID()}:`,
           maxInflight,
           maxQueue,
           leaseMs: 5000,
@@ -161,7 +170,9 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
     malformedRetries: options.malformedRetries ?? 2,
     timeoutSeconds: options.timeoutSeconds ?? 30,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
-    bodyLimit: options.bodyLimit ?? "1mb",
+    maxQuestions: options.maxQuestions ?? DEFAULT_MAX_QUESTIONS,
+    bodyLimit: byteSize({ min: 1, fallback: "1mb" }).parse(options.bodyLimit),
+    maxHeldBytes: options.maxHeldBytes,
     calibration: options.calibration,
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });

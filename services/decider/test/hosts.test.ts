@@ -9,7 +9,7 @@ import { DeciderProcess } from "./shared/processes";
 // through the user's browser and reads the answers. The browser sends the attacker's name as Host.
 const REBOUND = "rebind.attacker.example";
 const REFUSED = { error: HOST_NOT_ALLOWED_MESSAGE, code: "host_not_allowed" };
-const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul" } } };
+const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } };
 
 describe("the Host check without an API key (the default)", () => {
   let h: Harness;

@@ -4,7 +4,7 @@ import { FakeUpstream } from "./fake-upstream/server";
 import { type Harness, harness, listen, waitFor } from "./helpers";
 
 const nouls = (n: number, prefix = "n") =>
-  Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul" }]));
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul", instructions: "Is it?" }]));
 const payload = (n: number, prefix?: string) => ({ model: "localdecider", state: "s", questions: nouls(n, prefix) });
 
 // Every behaviour of the limiter holds the same with the limits in this process and shared through Redis.
@@ -102,14 +102,14 @@ describe.each([
     expect(h.fake.maxInflight).toBe(1);
   });
 
-  it("answers 400 for a request needing more calls than MAX_QUEUE could ever hold", async () => {
+  it("answers 413 too_many_questions for a request needing more calls than MAX_QUEUE could ever hold", async () => {
     h = await harness({ sharedRedis, maxQueue: 2, questionsPerCall: 1 });
     const res = await request(h.app).post("/v1/systemone").send(payload(3));
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(413);
     expect(res.body).toStrictEqual({
       error:
         "this request needs 3 upstream calls but at most 2 can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request",
-      code: "invalid_request",
+      code: "too_many_questions",
     });
     expect(h.fake.calls).toBe(0);
   });
@@ -131,5 +131,49 @@ describe.each([
     await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
     expect(h.fake.calls).toBe(1);
     await server.close();
+  });
+});
+
+describe("LOCALDECIDER_MAX_QUESTIONS: the questions one request may hold", () => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.close();
+  });
+  const tooMany = (count: number, max: number) => ({
+    error: `this request holds ${count} questions, more than the ${max} one request may hold (LOCALDECIDER_MAX_QUESTIONS); send them in several requests`,
+    code: "too_many_questions",
+  });
+
+  it("answers up to the maximum and 413 too_many_questions one past it, with no upstream call", async () => {
+    h = await harness({ maxQuestions: 3 });
+    expect((await request(h.app).post("/v1/systemone").send(payload(3))).status).toBe(200);
+    expect(h.fake.calls).toBe(3);
+    const res = await request(h.app).post("/v1/systemone").send(payload(4));
+    expect(res.status).toBe(413);
+    expect(res.body).toStrictEqual(tooMany(4, 3));
+    expect(h.fake.calls).toBe(3);
+  });
+
+  it("counts the questions before reading any: too many invalid questions is the 413, not a 422", async () => {
+    h = await harness({ maxQuestions: 3 });
+    const questions = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`q${i}`, { type: "maybe" }]));
+    const res = await request(h.app).post("/v1/systemone").send({ model: "localdecider", state: null, questions });
+    expect(res.status).toBe(413);
+    expect(res.body).toStrictEqual(tooMany(4, 3));
+  });
+
+  it("is 4096 by default, as llama.cpp's: 4097 questions get the 413, 4096 only the queue's (256 calls)", async () => {
+    h = await harness();
+    const over = await request(h.app).post("/v1/systemone").send(payload(4097));
+    expect(over.status).toBe(413);
+    expect(over.body).toStrictEqual(tooMany(4097, 4096));
+    const at = await request(h.app).post("/v1/systemone").send(payload(4096));
+    expect(at.status).toBe(413);
+    expect(at.body).toStrictEqual({
+      error:
+        "this request needs 4096 upstream calls but at most 256 can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request",
+      code: "too_many_questions",
+    });
+    expect(h.fake.calls).toBe(0);
   });
 });

@@ -10,7 +10,7 @@ import { type Harness, harness, waitFor } from "./helpers";
 import { recorder } from "./setup/openapi-responses";
 
 const nouls = (n: number, prefix = "n") =>
-  Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul" }]));
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul", instructions: "Is it?" }]));
 const payload = (n = 1, prefix?: string) => ({ model: "localdecider", state: "s", questions: nouls(n, prefix) });
 
 const scrape = async (h: Harness) => {
@@ -139,7 +139,17 @@ describe("live responses against /openapi.json", () => {
     check("get", "/v1/models", await request(h.app).get("/v1/models").expect(401));
     check("post", "/v1/systemone", await decide(h).set(auth).expect(200));
     check("post", "/v1/systemone", await decide(h).expect(401));
-    check("post", "/v1/systemone", await decide(h, { model: "localdecider" }).set(auth).expect(400));
+    check("post", "/v1/systemone", await decide(h, { model: "localdecider" }).set(auth).expect(422));
+    check(
+      "post",
+      "/v1/systemone",
+      await request(h.app)
+        .post("/v1/systemone")
+        .set(auth)
+        .set("content-type", "application/json")
+        .send('{"model":')
+        .expect(400),
+    );
     check(
       "post",
       "/v1/systemone",
@@ -180,6 +190,7 @@ describe("live responses against /openapi.json", () => {
       "POST /v1/systemone 400",
       "POST /v1/systemone 401",
       "POST /v1/systemone 413",
+      "POST /v1/systemone 422",
       "POST /v1/systemone 429",
       "POST /v1/systemone 502",
       "POST /v1/systemone 503",

@@ -1,20 +1,21 @@
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import type { PartResult } from "../src/decide/answer";
 import { finalRound, packPrompts, partsOf, planRequest } from "../src/decide/plan";
 import { prefill, readingOf } from "../src/decide/probe";
 
-const choice = (n: number): Question => ({
+const choice = (n: number): TextQuestion => ({
   type: "choice",
+  instructions: "Which one?",
   criteria: Object.fromEntries(Array.from({ length: n }, (_, i) => [`l${i}`, null])),
 });
 
 describe("planRequest", () => {
   it("packs at most QUESTIONS_PER_CALL questions and OUTCOMES_PER_CALL outcomes into a prompt, one call per part", () => {
-    const questions: Record<string, Question> = {
-      a: { type: "noul" },
-      b: { type: "score", criteria: ["x", "y", "z"] },
+    const questions: Record<string, TextQuestion> = {
+      a: { type: "noul", instructions: "Is it?" },
+      b: { type: "score", instructions: "How much?", criteria: ["x", "y", "z"] },
       c: choice(20),
-      d: { type: "noul" },
+      d: { type: "noul", instructions: "Is it?" },
     };
     const plan = planRequest(questions, { questionsPerCall: 3, outcomesPerCall: 21 });
     expect(plan.firstRound.map((call) => call.map((p) => p.question))).toStrictEqual([["a", "b"], ["c"], ["d"]]);
@@ -47,7 +48,10 @@ describe("planRequest", () => {
   });
 
   it("owns the final round: one part among each chunk's most probable label", () => {
-    const plan = planRequest({ big: choice(45), n: { type: "noul" } }, { questionsPerCall: 16, outcomesPerCall: 128 });
+    const plan = planRequest(
+      { big: choice(45), n: { type: "noul", instructions: "Is it?" } },
+      { questionsPerCall: 16, outcomesPerCall: 128 },
+    );
     const results: PartResult[] = plan.firstRound.flat().map((part) => ({
       part,
       // Chunk c's leader is its label at index c + 1.
@@ -79,8 +83,8 @@ describe("planRequest", () => {
 describe("codes, prefills and readings", () => {
   it("uses booleans for noul, level numbers for score and letters for choice", () => {
     const parts = [
-      ...partsOf("n", { type: "noul", criteria: { true: "yes", false: null } }),
-      ...partsOf("s", { type: "score", criteria: ["a", "b", "c"] }),
+      ...partsOf("n", { type: "noul", instructions: "Is it?", criteria: { true: "yes", false: null } }),
+      ...partsOf("s", { type: "score", instructions: "How much?", criteria: ["a", "b", "c"] }),
       ...partsOf("c", choice(3)),
     ];
     expect(parts.map((p) => p.options.map((o) => o.code))).toStrictEqual([

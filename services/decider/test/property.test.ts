@@ -3,7 +3,7 @@ import request from "supertest";
 import type { Flavour } from "./fake-upstream/server";
 import { type Harness, harness } from "./helpers";
 
-// `__proto__` is refused with 400 (see the systemone suite); every other name must come back.
+// `__proto__` is refused with 422 (see the systemone suite); every other name must come back.
 const name = fc.string({ minLength: 1, maxLength: 10 }).filter((n) => n !== "__proto__");
 const entry = fc.oneof(
   fc.string({ maxLength: 20 }),
@@ -11,18 +11,27 @@ const entry = fc.oneof(
   fc.dictionary(fc.string({ maxLength: 5 }), fc.oneof(fc.string({ maxLength: 5 }), fc.integer()), { maxKeys: 3 }),
   fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 }),
 );
+/** Instructions are required and not empty (422 otherwise, see the systemone suite): text, an object or an array. */
+const instructions = fc.oneof(
+  fc.string({ minLength: 1, maxLength: 20 }).filter((s) => s.trim() !== ""),
+  fc.dictionary(fc.string({ maxLength: 5 }), fc.oneof(fc.string({ maxLength: 5 }), fc.integer()), {
+    minKeys: 1,
+    maxKeys: 3,
+  }),
+  fc.array(fc.string({ maxLength: 5 }), { minLength: 1, maxLength: 3 }),
+);
 const question = fc.oneof(
   fc.record(
     {
       type: fc.constant("noul"),
-      instructions: entry,
+      instructions,
       criteria: fc.record({ true: entry, false: entry }, { requiredKeys: [] }),
     },
-    { requiredKeys: ["type"] },
+    { requiredKeys: ["type", "instructions"] },
   ),
   fc.record({
     type: fc.constant("choice"),
-    instructions: entry,
+    instructions,
     criteria: fc
       .uniqueArray(name, { minLength: 1, maxLength: 45 })
       .chain((labels) =>
@@ -31,7 +40,7 @@ const question = fc.oneof(
   }),
   fc.record({
     type: fc.constant("score"),
-    instructions: entry,
+    instructions,
     criteria: fc.array(entry, { minLength: 2, maxLength: 10 }),
   }),
 );

@@ -9,7 +9,7 @@ const UPSTREAM_KEY = "upstream-key-secret";
 const CLIENT_KEY = "client-key-secret";
 const SECRETS = [PASSWORD, encodeURIComponent(PASSWORD), UPSTREAM_KEY, CLIENT_KEY];
 
-const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul" } } };
+const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } };
 
 describe("secrets", () => {
   let fake: FakeUpstream;
@@ -22,12 +22,13 @@ describe("secrets", () => {
     await fake.stop();
   });
 
-  it("credentials in LOCALDECIDER_UPSTREAM are sent as basic auth, and /ready shows the address without them", async () => {
+  it("credentials in LOCALDECIDER_UPSTREAM are sent as basic auth, and /ready shows the key holder the address without them", async () => {
     const withCredentials = base.replace("http://", `http://decider:${encodeURIComponent(PASSWORD)}@`);
-    const d = deciderFor(withCredentials, {});
+    const d = deciderFor(withCredentials, { apiKey: CLIENT_KEY });
+    const auth = { authorization: `Bearer ${CLIENT_KEY}` };
     try {
-      expect((await request(d.app).post("/v1/systemone").send(decision)).status).toBe(200);
-      const ready = await request(d.app).get("/ready");
+      expect((await request(d.app).post("/v1/systemone").set(auth).send(decision)).status).toBe(200);
+      const ready = await request(d.app).get("/ready").set(auth);
       expect(ready.status).toBe(200);
       expect(ready.body).toStrictEqual({ status: "ready", upstream: base, model: "test-model" });
       const basic = `Basic ${Buffer.from(`decider:${PASSWORD}`).toString("base64")}`;

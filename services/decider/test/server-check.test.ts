@@ -26,7 +26,7 @@ describe("the model server's start-up check", () => {
   const decide = (app: DeciderUnderTest["app"]) =>
     request(app)
       .post("/v1/systemone")
-      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+      .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
 
   it.each<[Flavour, Record<string, unknown>]>([
     ["llama", { kind: "llama.cpp", prefixCache: "slot", slots: 2, templateKwargs: true }],

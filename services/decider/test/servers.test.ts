@@ -14,7 +14,8 @@ import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "./
 
 jest.setTimeout(30_000);
 
-const nouls = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`q${i}`, { type: "noul" }]));
+const nouls = (n: number) =>
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`q${i}`, { type: "noul", instructions: "Is it?" }]));
 const payload = (state: string, questions = 3) => ({ model: "localdecider", state, questions: nouls(questions) });
 
 /** The states (one per request) a fake server was asked about. */
@@ -24,6 +25,8 @@ const statesSeen = (fake: FakeUpstream): Set<string> =>
 let a: FakeUpstream;
 let b: FakeUpstream;
 let urls: string[];
+/** How /ready (to a caller without the API key) and the metrics name the two servers: no address. */
+const labels = ["server 1", "server 2"];
 let d: DeciderUnderTest;
 let closeBackend: () => Promise<void>;
 let lines: { level: string; message: string; [key: string]: unknown }[];
@@ -81,7 +84,7 @@ describe("several model servers", () => {
     expect(b.maxInflight).toBe(2);
 
     const text = (await request(d.app).get("/metrics").expect(200)).text;
-    for (const server of urls) {
+    for (const server of labels) {
       expect(metricSample(text, "decider_upstream_call_duration_seconds_count", { server, outcome: "ok" })).toBe(12);
       expect(metricSample(text, "decider_upstream_in_rotation", { server })).toBe(1);
       expect(metricSample(text, "decider_upstream_inflight", { server })).toBe(0);
@@ -89,9 +92,9 @@ describe("several model servers", () => {
     const ready = await request(d.app).get("/ready").expect(200);
     expect(ready.body).toStrictEqual({
       status: "ready",
-      upstream: urls.join(","),
+      upstream: labels.join(","),
       model: "test-model",
-      servers: urls.map((server) => ({ server, state: "ready" })),
+      servers: labels.map((server) => ({ server, state: "ready" })),
     });
   });
 
@@ -120,11 +123,11 @@ describe("several model servers", () => {
 
     const ready = await request(d.app).get("/ready").expect(200);
     expect(ready.body.servers).toStrictEqual([
-      { server: urls[0], state: "out", reason: "inference backend unreachable" },
-      { server: urls[1], state: "ready" },
+      { server: "server 1", state: "out", reason: "inference backend unreachable" },
+      { server: "server 2", state: "ready" },
     ]);
     const text = (await request(d.app).get("/metrics").expect(200)).text;
-    expect(metricSample(text, "decider_upstream_in_rotation", { server: urls[0] as string })).toBe(0);
+    expect(metricSample(text, "decider_upstream_in_rotation", { server: "server 1" })).toBe(0);
     // While A is out, a new request goes to B although A has nothing to do.
     expect((await post("state-3", 1)).status).toBe(200);
     expect(statesSeen(b)).toContain("state-3");
@@ -141,11 +144,11 @@ describe("several model servers", () => {
     const ready = await request(d.app).get("/ready").expect(200);
     expect(ready.body.servers).toStrictEqual([
       {
-        server: urls[0],
+        server: "server 1",
         state: "out",
         reason: `${MODEL_404}: it does not serve model "test-model"`,
       },
-      { server: urls[1], state: "ready" },
+      { server: "server 2", state: "ready" },
     ]);
     expect((await post("state-1", 2)).status).toBe(200);
     expect(statesSeen(a).size).toBe(0);
@@ -157,8 +160,8 @@ describe("several model servers", () => {
       `no model server is ready (${MODEL_404}: it does not serve model "test-model"; inference backend unreachable)`,
     );
     expect(down.body.details).toStrictEqual([
-      { path: urls[0], message: `${MODEL_404}: it does not serve model "test-model"` },
-      { path: urls[1], message: "inference backend unreachable" },
+      { path: "server 1", message: `${MODEL_404}: it does not serve model "test-model"` },
+      { path: "server 2", message: "inference backend unreachable" },
     ]);
     // Not every server lacks the model (B may come back with it), so decisions are tried: the call goes to
     // A (a 404), then to B (unreachable), and the request fails with B's error, which is the last.

@@ -3,6 +3,7 @@ import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
 import { type AskedQuestion, FakeUpstream, type Flavour } from "./fake-upstream/server";
 import { type Harness, harness, sum, waitFor } from "./helpers";
+import { JPEG_ASSET, PNG_ASSET } from "./image-assets";
 
 const choiceTruth: Record<string, number> = { billing: 0.5, shipping: 0.3, refund: 0.15, other: 0.05 };
 const scoreTruth = [0.1, 0.2, 0.6, 0.1];
@@ -30,7 +31,11 @@ const body = {
       instructions: { ask: "What is it about?" },
       criteria: { billing: "money", shipping: null, refund: ["return", "money back"], other: null },
     },
-    severity: { type: "score", instructions: null, criteria: ["none", "low", "high", { level: "critical" }] },
+    severity: {
+      type: "score",
+      instructions: ["How severe?"],
+      criteria: ["none", "low", "high", { level: "critical" }],
+    },
   },
 };
 
@@ -89,7 +94,7 @@ describe("POST /v1/systemone", () => {
       const res = await decide(h, {
         model: "jev-latest",
         state: null,
-        questions: { big: { type: "choice", criteria } },
+        questions: { big: { type: "choice", instructions: "Which label?", criteria } },
       });
       expect(res.status).toBe(200);
       const big = res.body.answers.big;
@@ -120,7 +125,9 @@ describe("POST /v1/systemone", () => {
 
   it("renders at most QUESTIONS_PER_CALL questions per prompt and probes each question once at its value", async () => {
     h = await harness({ questionsPerCall: 2 });
-    const questions = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`n${i}`, { type: "noul" }]));
+    const questions = Object.fromEntries(
+      Array.from({ length: 5 }, (_, i) => [`n${i}`, { type: "noul", instructions: "Is it?" }]),
+    );
     const res = await decide(h, { model: "localdecider", state: "the state text", questions });
     expect(res.status).toBe(200);
     expect(h.fake.calls).toBe(5);
@@ -163,7 +170,7 @@ describe("POST /v1/systemone", () => {
     expect(generated.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
   });
 
-  describe("rejects bad input with 400 and makes no upstream call", () => {
+  describe("rejects invalid input with 422 invalid_request, naming each problem, and makes no upstream call", () => {
     const cases: [string, unknown, { path: string; message: string }[]][] = [
       [
         "questions missing",
@@ -177,17 +184,26 @@ describe("POST /v1/systemone", () => {
       ],
       [
         "state missing",
-        { model: "localdecider", questions: { a: { type: "noul" } } },
+        { model: "localdecider", questions: { a: { type: "noul", instructions: "Is it?" } } },
         [{ path: "state", message: "state is required: a string, a JSON object or array, or null" }],
       ],
       [
         "unknown question type",
         { model: "localdecider", state: null, questions: { q1: { type: "maybe" } } },
-        [{ path: "questions.q1.type", message: "Invalid discriminator value. Expected 'noul' | 'choice' | 'score'" }],
+        [
+          {
+            path: "questions.q1.type",
+            message: "Invalid discriminator value. Expected 'noul' | 'choice' | 'score' | 'box'",
+          },
+        ],
       ],
       [
         "choice criteria of the wrong type",
-        { model: "localdecider", state: null, questions: { q1: { type: "choice", criteria: "abc" } } },
+        {
+          model: "localdecider",
+          state: null,
+          questions: { q1: { type: "choice", instructions: "?", criteria: "abc" } },
+        },
         [{ path: "questions.q1.criteria", message: "Invalid input: expected record, received string" }],
       ],
       [
@@ -198,6 +214,7 @@ describe("POST /v1/systemone", () => {
           questions: {
             q1: {
               type: "choice",
+              instructions: "?",
               criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`l${i}`, null])),
             },
           },
@@ -206,36 +223,126 @@ describe("POST /v1/systemone", () => {
       ],
       [
         "11 score levels",
-        { model: "localdecider", state: null, questions: { s: { type: "score", criteria: new Array(11).fill("x") } } },
+        {
+          model: "localdecider",
+          state: null,
+          questions: { s: { type: "score", instructions: "?", criteria: new Array(11).fill("x") } },
+        },
         [{ path: "questions.s.criteria", message: "a score allows at most 10 levels" }],
       ],
       [
         "1 score level",
-        { model: "localdecider", state: null, questions: { s: { type: "score", criteria: ["x"] } } },
+        { model: "localdecider", state: null, questions: { s: { type: "score", instructions: "?", criteria: ["x"] } } },
         [{ path: "questions.s.criteria", message: "a score needs at least 2 levels" }],
       ],
       [
         "a number as instructions",
         { model: "localdecider", state: null, questions: { a: { type: "noul", instructions: 5 } } },
-        [{ path: "questions.a.instructions", message: "Invalid input" }],
+        [{ path: "questions.a.instructions", message: "instructions must be text, a JSON object or a JSON array" }],
+      ],
+      ...(
+        [
+          [
+            "missing instructions",
+            {},
+            "instructions are required: the question put to the model, as text (or a JSON object or array)",
+          ],
+          [
+            "null instructions",
+            { instructions: null },
+            "instructions are required: the question put to the model, as text (or a JSON object or array)",
+          ],
+          ["empty instructions", { instructions: "" }, "instructions must not be empty"],
+          ["whitespace instructions", { instructions: " \n\t" }, "instructions must not be empty"],
+          ["an empty object as instructions", { instructions: {} }, "instructions must not be empty"],
+          ["an empty array as instructions", { instructions: [] }, "instructions must not be empty"],
+        ] as const
+      ).map(([name, fields, message]): [string, unknown, { path: string; message: string }[]] => [
+        name,
+        {
+          model: "localdecider",
+          state: null,
+          questions: { ok: { type: "noul", instructions: "?" }, a: { type: "score", criteria: ["x", "y"], ...fields } },
+        },
+        [{ path: "questions.a.instructions", message }],
+      ]),
+      [
+        "a box question without instructions",
+        { model: "localdecider", state: null, questions: { where: { type: "box" } } },
+        [
+          {
+            path: "questions.where.instructions",
+            message: "instructions are required: the question put to the model, as text (or a JSON object or array)",
+          },
+        ],
+      ],
+      [
+        "an asset no text references",
+        {
+          model: "localdecider",
+          state: "look at `photo`",
+          questions: { a: { type: "noul", instructions: "Is there a mug in `photo`?" } },
+          assets: { photo: PNG_ASSET, spare: PNG_ASSET },
+        },
+        [
+          {
+            path: "assets.spare",
+            message:
+              'asset "spare" is not referenced: name it in the state, an instructions or a criteria text, or leave it out',
+          },
+        ],
+      ],
+      [
+        "assets beside questions that are not an object",
+        { model: "localdecider", state: "`photo`", questions: ["photo"], assets: { photo: PNG_ASSET } },
+        [{ path: "questions", message: "Invalid input: expected record, received array" }],
+      ],
+      [
+        "an asset whose data is not base64, one of the wrong format and one of an unknown format",
+        {
+          model: "localdecider",
+          state: "`a` `b` `c`",
+          questions: { q: { type: "noul", instructions: "?" } },
+          assets: {
+            a: { type: "image", format: "png", data_base64: "data:image/png;base64,iVBORw0KGgo=" },
+            b: { ...JPEG_ASSET, format: "png" },
+            c: { ...PNG_ASSET, format: "gif" },
+          },
+        },
+        [
+          {
+            path: "assets.a.data_base64",
+            message:
+              "data_base64 must be standard base64 (A-Z, a-z, 0-9, + and /, padded with =) without a data: prefix",
+          },
+          {
+            path: "assets.b.data_base64",
+            message: 'the file is not a PNG image (its first bytes are not PNG\'s signature) although format is "png"',
+          },
+          { path: "assets.c.format", message: 'Invalid option: expected one of "png"|"jpg"' },
+        ],
       ],
       [
         "__proto__ as a question name",
         JSON.parse(
-          '{"model":"localdecider","state":null,"questions":{"__proto__":{"type":"noul"},"a":{"type":"noul"}}}',
+          '{"model":"localdecider","state":null,"questions":{"__proto__":{"type":"noul","instructions":"?"},"a":{"type":"noul","instructions":"?"}}}',
         ),
         [{ path: "questions.__proto__", message: '"__proto__" cannot be used as a name or label' }],
       ],
       [
         "__proto__ as a choice label",
         JSON.parse(
-          '{"model":"localdecider","state":null,"questions":{"c":{"type":"choice","criteria":{"__proto__":null,"x":null}}}}',
+          '{"model":"localdecider","state":null,"questions":{"c":{"type":"choice","instructions":"?","criteria":{"__proto__":null,"x":null}}}}',
         ),
         [{ path: "questions.c.criteria.__proto__", message: '"__proto__" cannot be used as a name or label' }],
       ],
       [
         "an empty choice label",
-        { model: "localdecider", state: null, questions: { c: { type: "choice", criteria: { "": null } } } },
+        {
+          model: "localdecider",
+          state: null,
+          questions: { c: { type: "choice", instructions: "?", criteria: { "": null } } },
+        },
         [{ path: "questions.c.criteria.", message: "a label must not be empty" }],
       ],
       [
@@ -250,7 +357,7 @@ describe("POST /v1/systemone", () => {
         .post("/v1/systemone")
         .set("content-type", "application/json")
         .send(JSON.stringify(payload));
-      expect(res.status).toBe(400);
+      expect(res.status).toBe(422);
       expect(res.body).toStrictEqual({ error: "Invalid request body", code: "invalid_request", details });
       expect(h.fake.calls).toBe(0);
     });
@@ -423,7 +530,11 @@ describe("POST /v1/systemone", () => {
       // Three calls through one slot: the first is held past the deadline, the other two wait for it.
       const res = await decide(h, {
         ...one,
-        questions: { a: { type: "noul" }, b: { type: "noul" }, c: { type: "noul" } },
+        questions: {
+          a: { type: "noul", instructions: "Is it?" },
+          b: { type: "noul", instructions: "Is it?" },
+          c: { type: "noul", instructions: "Is it?" },
+        },
       });
       expect(res.status).toBe(504);
       expect(res.body).toStrictEqual({ error: "the decision did not complete within 0.3 s", code: "upstream_timeout" });
@@ -478,7 +589,9 @@ describe("POST /v1/systemone", () => {
         // then() sends each request now, while the test goes on; each holds a slot of its own.
         const first = decide(h, one).then((r) => r);
         await waitFor(() => h.fake.calls === 1, "the first request's call to arrive");
-        const second = decide(h, { ...one, questions: { other: { type: "noul" } } }).then((r) => r);
+        const second = decide(h, { ...one, questions: { other: { type: "noul", instructions: "Is it?" } } }).then(
+          (r) => r,
+        );
         // The second request's call arrives beside the held one and gets the 500.
         await waitFor(() => h.fake.calls === 2, "the second request's call to arrive");
         h.fake.release();
@@ -565,7 +678,10 @@ describe("POST /v1/systemone", () => {
       h = await harness({ logger, flavour: "llama" });
       // The model puts no probability on `false` for "sure": no reported alternative can begin it.
       h.fake.script = (q) => (q.name === "sure" ? { true: 1, false: 0 } : script(q));
-      const res = await decide(h, { ...one, questions: { ...one.questions, sure: { type: "noul" } } });
+      const res = await decide(h, {
+        ...one,
+        questions: { ...one.questions, sure: { type: "noul", instructions: "Is it?" } },
+      });
       expect(res.status).toBe(200);
       // Half of the smallest reported probability: far below 1 - noul, never a made-up 0.5.
       const sure = res.body.answers.sure.noul as number;

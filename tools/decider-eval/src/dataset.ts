@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { Question } from "@localdecider/contracts/decider";
+import { TextQuestion } from "@localdecider/contracts/decider";
 import { z } from "zod";
 
 /**
@@ -17,7 +17,7 @@ export const DataRecord = z
     id: z.string().min(1).max(200).optional(),
     state: z.json().optional(),
     questions: z
-      .record(z.string(), Question)
+      .record(z.string(), TextQuestion)
       .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
     labels: z.record(z.string(), Label),
   })
@@ -35,7 +35,7 @@ export const DataRecord = z
 export type DataRecord = z.infer<typeof DataRecord>;
 
 /** Why a label cannot be the answer of a question, or undefined when it can. */
-function labelProblem(question: Question, label: Label): string | undefined {
+function labelProblem(question: TextQuestion, label: Label): string | undefined {
   switch (question.type) {
     case "noul":
       return typeof label === "boolean" ? undefined : "a yes/no (noul) question's label must be true or false";

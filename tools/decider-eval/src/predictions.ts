@@ -1,4 +1,4 @@
-import type { Answer, Question, QuestionType } from "@localdecider/contracts/decider";
+import type { Answer, QuestionType, TextQuestion } from "@localdecider/contracts/decider";
 import type { DataRecord, Label } from "./dataset";
 import type { Prediction } from "./metrics";
 
@@ -11,7 +11,7 @@ export interface LabelledAnswer extends Prediction {
 }
 
 /** The outcomes of a question in a fixed order: [true, false], the choice's labels, or the levels 0..n-1. */
-export function outcomesOf(question: Question): string[] {
+export function outcomesOf(question: TextQuestion): string[] {
   switch (question.type) {
     case "noul":
       return ["true", "false"];
@@ -22,8 +22,11 @@ export function outcomesOf(question: Question): string[] {
   }
 }
 
+/** An answer with probabilities: what a data set's questions (noul, choice, score) get. */
+type TextAnswer = Exclude<Answer, { type: "box" }>;
+
 /** The answer's distribution in outcomesOf order. */
-export function distributionOf(question: Question, answer: Answer): number[] {
+export function distributionOf(question: TextQuestion, answer: TextAnswer): number[] {
   if (answer.type === "noul") return [answer.noul, 1 - answer.noul];
   return outcomesOf(question).map((o) => answer.probabilities[o] ?? 0);
 }
@@ -35,9 +38,9 @@ export function distributionOf(question: Question, answer: Answer): number[] {
 export function labelledAnswers(key: string, record: DataRecord, answers: Record<string, Answer>): LabelledAnswer[] {
   const out: LabelledAnswer[] = [];
   for (const [name, label] of Object.entries(record.labels)) {
-    const question = record.questions[name] as Question;
+    const question = record.questions[name] as TextQuestion;
     const answer = answers[name];
-    if (answer === undefined || answer.type !== question.type) continue;
+    if (answer === undefined || answer.type === "box" || answer.type !== question.type) continue;
     out.push({
       record: key,
       name,

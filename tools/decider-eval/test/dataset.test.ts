@@ -2,9 +2,9 @@ import { parseDataset } from "../src/dataset";
 
 const line = (value: unknown) => JSON.stringify(value);
 const question = {
-  a: { type: "noul" },
-  pick: { type: "choice", criteria: { red: null, blue: "blue" } },
-  level: { type: "score", criteria: ["low", "mid", "high"] },
+  a: { type: "noul", instructions: "Is it?" },
+  pick: { type: "choice", instructions: "Which colour?", criteria: { red: null, blue: "blue" } },
+  level: { type: "score", instructions: "How high?", criteria: ["low", "mid", "high"] },
 };
 
 describe("parseDataset", () => {

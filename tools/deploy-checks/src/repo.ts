@@ -66,6 +66,7 @@ export const COMPOSE_FILES = [
   "docker-compose.yml",
   "docker/compose.ollama.yml",
   "docker/compose.vllm.yml",
+  "docker/compose.llama-decision.yml",
   "docker/compose.scale.yml",
 ];
 

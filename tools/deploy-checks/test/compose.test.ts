@@ -118,6 +118,48 @@ describe("alternative model servers", () => {
   });
 });
 
+describe("a decision model on llama.cpp's native /v1/systemone (docker/compose.llama-decision.yml)", () => {
+  const file = loadCompose("docker/compose.llama-decision.yml");
+  const stack = mergeCompose(compose, file);
+  const model = stack.services.model as ComposeService;
+  const decider = stack.services.decider as ComposeService;
+  const argument = (flag: string) => model.command?.[(model.command?.indexOf(flag) ?? -2) + 1];
+  /** `${NAME:-fallback}` as .env.example leaves it: the fallback. */
+  const fallback = (value: unknown) => /^\$\{[A-Z_]+:-([^}]*)\}$/.exec(String(value))?.[1] ?? String(value);
+
+  it("runs a llama.cpp build with decision mode (b11361 or later), pinned", () => {
+    const build = new RegExp(`^ghcr\\.io/ggml-org/llama\\.cpp:server-b(\\d+)${DIGEST}$`).exec(model.image ?? "");
+    expect(Number(build?.[1])).toBeGreaterThanOrEqual(11361);
+  });
+
+  it("serves a decision model from Hugging Face under the name the decider asks for, on the main file's port", () => {
+    expect(fallback(argument("--hf-repo"))).toBe("ggml-org/Laya-GGUF:BF16");
+    expect(model.command).not.toContain("--hf-file");
+    expect(argument("--alias")).toBe(decider.environment?.LOCALDECIDER_UPSTREAM_MODEL);
+    expect(argument("--port")).toBe("8081");
+    expect(decider.environment?.LOCALDECIDER_UPSTREAM).toBe("http://model:8081");
+  });
+
+  it("points the decider at it as a native System One upstream", () => {
+    expect(file.services.decider?.environment?.LOCALDECIDER_UPSTREAM_PROTOCOL).toBe("systemone");
+  });
+
+  it("gives an encoder's micro-batch room for one slot's whole prompt (ctx-size / parallel), with batch >= ubatch", () => {
+    const ubatch = Number(fallback(argument("--ubatch-size")));
+    const perSlot = Number(fallback(argument("--ctx-size"))) / Number(fallback(argument("--parallel")));
+    expect(ubatch).toBeGreaterThanOrEqual(perSlot);
+    expect(Number(fallback(argument("--batch-size")))).toBeGreaterThanOrEqual(ubatch);
+  });
+
+  it("keeps the main file's model volume, cache, healthcheck and start order", () => {
+    expect(model.volumes).toStrictEqual(service("model").volumes);
+    expect(model.environment?.LLAMA_CACHE).toBe(service("model").environment?.LLAMA_CACHE);
+    expect(healthTest("model")).toContain("http://127.0.0.1:8081/health");
+    expect(model.healthcheck).toStrictEqual(service("model").healthcheck);
+    expect(decider.depends_on).toStrictEqual({ model: { condition: "service_healthy" } });
+  });
+});
+
 describe("images of every compose file", () => {
   it("are pinned by a version tag (and optionally a digest), never latest or a bare name", () => {
     for (const file of COMPOSE_FILES) {

@@ -241,7 +241,11 @@ describe.each(TARGETS)(
           const res = await fetch(`${base}/v1/systemone`, {
             method: "POST",
             headers: { "content-type": "application/json" },
-            body: JSON.stringify({ model: "jev-latest", state: "s", questions: { a: { type: "noul" } } }),
+            body: JSON.stringify({
+              model: "jev-latest",
+              state: "s",
+              questions: { a: { type: "noul", instructions: "Is it?" } },
+            }),
           });
           const body = (await res.json()) as { answers?: { a?: { noul?: number } } };
           expect({ status: res.status, noul: typeof body.answers?.a?.noul }).toStrictEqual({

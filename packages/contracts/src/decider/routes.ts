@@ -57,11 +57,23 @@ export const deciderRoutes = defineRoutes(
       method: "post",
       path: "/v1/systemone",
       summary: "Answer named questions about a state with calibrated probabilities",
+      description:
+        "Jev 1.14's images (`assets`) and `box` questions are opt-in with the header `TypeSafe-Danger-Zone-Images: true` " +
+        "(without it: 422 invalid_request), and are answered only through a native System One upstream (else: 422 " +
+        "images_unsupported).",
       auth: "bearer",
       body: SystemOneRequest,
       responses: {
         200: { description: "One answer per question", schema: SystemOneResponse },
-        400: error("invalid_json, invalid_request (with details), unknown_model, context_too_long or request_aborted"),
+        400: error(
+          "Malformed JSON (invalid_json), a model this service does not serve (unknown_model), a prompt longer than the model's context (context_too_long), or a body cut off (request_aborted)",
+        ),
+        413: error(
+          "too_many_questions: more questions than LOCALDECIDER_MAX_QUESTIONS (default 4096), or than LOCALDECIDER_MAX_QUEUE's upstream calls can hold; payload_too_large: a body over LOCALDECIDER_BODY_LIMIT, or a state that renders to more characters than that",
+        ),
+        422: error(
+          "Validation (invalid_request, with details): the body breaks the schema (e.g. instructions missing or empty), nests deeper than 64 levels or holds over 100,000 JSON values, references no asset it sends, or holds images or box questions without the header TypeSafe-Danger-Zone-Images: true; images_unsupported: images or box questions while the backend is not a native System One server",
+        ),
         429: error("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
           "Retry-After": { description: "Seconds until the queue is expected to have room" },
         }),

@@ -28,16 +28,39 @@ function refuseProtoKey<S extends z.ZodType>(schema: S): z.ZodType<z.output<S>, 
 export const MIN_SCORE_LEVELS = 2;
 export const MAX_SCORE_LEVELS = 10;
 
+/**
+ * The question put to the model: required and not empty (the seed: "instructions | string | yes"; llama.cpp's
+ * decision server refuses a missing or null one). Text, as the seed has it, or a JSON object or array, which
+ * the SDK's types also allow (shown to the model as JSON). Absent, null, "", whitespace, {} and [] are refused.
+ */
+export const Instructions = z
+  .union([z.string(), z.record(z.string(), JsonValue), z.array(JsonValue)], {
+    error: (issue) =>
+      issue.input === undefined || issue.input === null
+        ? "instructions are required: the question put to the model, as text (or a JSON object or array)"
+        : "instructions must be text, a JSON object or a JSON array",
+  })
+  .refine(
+    (value) =>
+      typeof value === "string"
+        ? value.trim() !== ""
+        : Array.isArray(value)
+          ? value.length > 0
+          : Object.keys(value).length > 0,
+    "instructions must not be empty",
+  );
+export type Instructions = z.infer<typeof Instructions>;
+
 export const NoulQuestion = z.object({
   type: z.literal("noul"),
-  instructions: Entry.optional(),
+  instructions: Instructions,
   criteria: z.object({ true: Entry.optional(), false: Entry.optional() }).nullable().optional(),
 });
 export type NoulQuestion = z.infer<typeof NoulQuestion>;
 
 export const ChoiceQuestion = z.object({
   type: z.literal("choice"),
-  instructions: Entry.optional(),
+  instructions: Instructions,
   criteria: refuseProtoKey(
     z
       .record(z.string().min(1, "a label must not be empty"), Entry)
@@ -49,7 +72,7 @@ export type ChoiceQuestion = z.infer<typeof ChoiceQuestion>;
 
 export const ScoreQuestion = z.object({
   type: z.literal("score"),
-  instructions: Entry.optional(),
+  instructions: Instructions,
   criteria: z
     .array(Entry)
     .min(MIN_SCORE_LEVELS, `a score needs at least ${MIN_SCORE_LEVELS} levels`)
@@ -57,8 +80,117 @@ export const ScoreQuestion = z.object({
 });
 export type ScoreQuestion = z.infer<typeof ScoreQuestion>;
 
-export const Question = z.discriminatedUnion("type", [NoulQuestion, ChoiceQuestion, ScoreQuestion]);
+/**
+ * Jev 1.14's `box` question (opt-in, see IMAGES_HEADER): where in an image the thing its instructions name
+ * is ("the coffee mug in `photo`"). It takes no criteria. Answered by a native System One upstream only.
+ */
+export const BoxQuestion = z.object({
+  type: z.literal("box"),
+  instructions: Instructions,
+});
+export type BoxQuestion = z.infer<typeof BoxQuestion>;
+
+/** The questions answered from token probabilities (every backend): noul, choice and score. */
+export const TextQuestion = z.discriminatedUnion("type", [NoulQuestion, ChoiceQuestion, ScoreQuestion]);
+export type TextQuestion = z.infer<typeof TextQuestion>;
+
+export const Question = z.discriminatedUnion("type", [NoulQuestion, ChoiceQuestion, ScoreQuestion, BoxQuestion]);
 export type Question = z.infer<typeof Question>;
+
+/**
+ * The request header that opts into Jev 1.14's images (`assets`) and `box` questions, as TypeSafe's API has
+ * it: `TypeSafe-Danger-Zone-Images: true`. Without it, a request holding either is refused (422).
+ */
+export const IMAGES_HEADER = "TypeSafe-Danger-Zone-Images";
+
+/** The most questions one request may hold by default (LOCALDECIDER_MAX_QUESTIONS; llama.cpp's limit too). */
+export const DEFAULT_MAX_QUESTIONS = 4096;
+
+export const IMAGE_FORMATS = ["png", "jpg"] as const;
+
+/** The first bytes of each format's files: PNG's 8-byte signature, JPEG's start-of-image marker. */
+const IMAGE_SIGNATURES: Record<(typeof IMAGE_FORMATS)[number], { name: string; bytes: number[] }> = {
+  png: { name: "PNG", bytes: [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a] },
+  jpg: { name: "JPEG", bytes: [0xff, 0xd8, 0xff] },
+};
+
+/** Standard base64 (RFC 4648 section 4, padded), no `data:` prefix, no line breaks. */
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+function isBase64(text: string): boolean {
+  return text.length % 4 === 0 && BASE64.test(text);
+}
+
+/** Whether base64 text (already checked to be base64) begins with these bytes. */
+function startsWithBytes(base64: string, bytes: number[]): boolean {
+  const head = atob(base64.slice(0, 4 * Math.ceil(bytes.length / 3)));
+  return bytes.every((byte, i) => head.charCodeAt(i) === byte);
+}
+
+/**
+ * One image of Jev 1.14's `assets` map: a PNG or JPEG file in standard base64. The format must match the
+ * file's first bytes, so a mislabelled file is refused here rather than misread by a model.
+ */
+export const ImageAsset = z
+  .object({
+    type: z.literal("image"),
+    format: z.enum(IMAGE_FORMATS),
+    data_base64: z
+      .string()
+      .min(1, "data_base64 must hold the image file")
+      .refine(
+        isBase64,
+        "data_base64 must be standard base64 (A-Z, a-z, 0-9, + and /, padded with =) without a data: prefix",
+      ),
+  })
+  .superRefine((asset, ctx) => {
+    // zod runs this even when a field failed (its own issue says why): only a known format's base64 is read.
+    const signature = Object.hasOwn(IMAGE_SIGNATURES, asset.format) ? IMAGE_SIGNATURES[asset.format] : undefined;
+    const data: unknown = asset.data_base64;
+    if (signature === undefined || typeof data !== "string" || data === "" || !isBase64(data)) return;
+    if (!startsWithBytes(asset.data_base64, signature.bytes)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["data_base64"],
+        message: `the file is not a ${signature.name} image (its first bytes are not ${signature.name}'s signature) although format is "${asset.format}"`,
+      });
+    }
+  });
+export type ImageAsset = z.infer<typeof ImageAsset>;
+
+const isObject = (value: unknown): value is object =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** Every piece of text of a JSON value (strings and object keys), without recursion. */
+function textsOf(value: unknown, into: string[]): void {
+  const stack = [value];
+  while (stack.length > 0) {
+    const next = stack.pop();
+    if (typeof next === "string") into.push(next);
+    else if (Array.isArray(next)) stack.push(...next);
+    else if (typeof next === "object" && next !== null) {
+      for (const [key, child] of Object.entries(next)) {
+        into.push(key);
+        stack.push(child);
+      }
+    }
+  }
+}
+
+/**
+ * The text an asset may be referenced from: the state, and every question's instructions and criteria. An
+ * asset is referenced where its name occurs in that text, as TypeSafe's clients match references (plain text).
+ */
+function referencingTexts(request: { state?: unknown; questions: Record<string, Question> }): string[] {
+  const texts: string[] = [];
+  textsOf(request.state, texts);
+  for (const question of Object.values(request.questions) as unknown[]) {
+    if (!isObject(question)) continue;
+    textsOf((question as { instructions?: unknown }).instructions, texts);
+    textsOf((question as { criteria?: unknown }).criteria, texts);
+  }
+  return texts;
+}
 
 /** Body of `POST /v1/systemone`. Unknown top-level fields are ignored (the SDK forwards extra fields). */
 export const SystemOneRequest = z
@@ -72,10 +204,32 @@ export const SystemOneRequest = z
         .record(z.string(), Question)
         .refine((q) => Object.keys(q).length >= 1, "questions must hold at least one question"),
     ),
+    /**
+     * Jev 1.14's images, by name (opt-in, see IMAGES_HEADER): each must be referenced by its name from the
+     * state, an instructions or a criteria text. Passed only to a native System One upstream.
+     */
+    assets: refuseProtoKey(z.record(z.string().min(1, "an asset name must not be empty"), ImageAsset)).optional(),
   })
   .refine((body) => body.state !== undefined, {
     path: ["state"],
     message: "state is required: a string, a JSON object or array, or null",
+  })
+  .superRefine((body, ctx) => {
+    // zod runs this even when a field failed (its own issue says why): only well-formed maps are read.
+    const { assets, questions } = body as { assets: unknown; questions: unknown };
+    if (!isObject(assets) || !isObject(questions)) return;
+    const names = Object.keys(assets);
+    if (names.length === 0) return;
+    const texts = referencingTexts(body);
+    for (const name of names) {
+      if (!texts.some((text) => text.includes(name))) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["assets", name],
+          message: `asset "${name}" is not referenced: name it in the state, an instructions or a criteria text, or leave it out`,
+        });
+      }
+    }
   });
 export type SystemOneRequest = z.infer<typeof SystemOneRequest>;
 
@@ -99,7 +253,21 @@ export const ScoreAnswer = z.object({
 });
 export type ScoreAnswer = z.infer<typeof ScoreAnswer>;
 
-export const Answer = z.discriminatedUnion("type", [NoulAnswer, ChoiceAnswer, ScoreAnswer]);
+const Fraction = z.number().min(0).max(1);
+
+/**
+ * The answer to a `box` question: the edges of a box around what the instructions name, each a fraction of
+ * the image's size from its top-left corner (`left`/`right` of the width, `top`/`bottom` of the height), and
+ * how sure the model is of it. A box is always returned, even when the thing is absent.
+ */
+export const BoxAnswer = z.object({
+  type: z.literal("box"),
+  box: z.object({ top: Fraction, bottom: Fraction, left: Fraction, right: Fraction }),
+  confidence: Fraction,
+});
+export type BoxAnswer = z.infer<typeof BoxAnswer>;
+
+export const Answer = z.discriminatedUnion("type", [NoulAnswer, ChoiceAnswer, ScoreAnswer, BoxAnswer]);
 export type Answer = z.infer<typeof Answer>;
 
 export const Usage = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
@@ -133,10 +301,18 @@ export type EmbeddedModelInfo = z.infer<typeof EmbeddedModelInfo>;
 
 /** What answers the questions: a model server (LOCALDECIDER_UPSTREAM) or the embedded engine. */
 export const BackendInfo = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("server"), address: z.string(), model: z.string() }),
+  z.object({
+    kind: z.literal("server"),
+    /**
+     * The model servers, comma separated: their addresses without credentials to a caller holding
+     * LOCALDECIDER_API_KEY; without a key set, their labels (`server 1,server 2`).
+     */
+    address: z.string(),
+    model: z.string(),
+  }),
   z.object({
     kind: z.literal("embedded"),
-    /** LOCALDECIDER_MODEL, without credentials. */
+    /** LOCALDECIDER_MODEL: an hf: URI, a path, or a URL's scheme, host and path (no credentials, no query). */
     source: z.string(),
     /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
     state: z.string(),
@@ -177,7 +353,7 @@ export type ModelsResponse = z.infer<typeof ModelsResponse>;
 
 /** One model server as the decider's `GET /ready` lists it (with several, LOCALDECIDER_UPSTREAM=a,b). */
 export const DeciderServerState = z.object({
-  /** Its address without credentials. */
+  /** Its address without credentials to a caller holding LOCALDECIDER_API_KEY; to anyone else `server <n>`. */
   server: z.string(),
   /** `ready`: it takes new requests; `out`: it failed and is probed in the background until it rejoins. */
   state: z.enum(["ready", "out"]),
@@ -185,7 +361,11 @@ export const DeciderServerState = z.object({
 });
 export type DeciderServerState = z.infer<typeof DeciderServerState>;
 
-/** 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. */
+/**
+ * 200 body of the decider's `GET /ready`: `servers` when LOCALDECIDER_UPSTREAM lists several. `upstream` is
+ * `embedded`, or the model servers comma separated: addresses to a caller holding LOCALDECIDER_API_KEY,
+ * labels (`server 1,server 2`) to anyone else.
+ */
 export const DeciderReadyResponse = z.object({
   status: z.literal("ready"),
   upstream: z.string(),
@@ -197,7 +377,6 @@ export type DeciderReadyResponse = z.infer<typeof DeciderReadyResponse>;
 /** Every error code the decider answers with, and the one HTTP status each goes with. */
 export const DECIDER_ERROR_STATUS = {
   invalid_json: 400,
-  invalid_request: 400,
   unknown_model: 400,
   context_too_long: 400,
   request_aborted: 400,
@@ -205,8 +384,12 @@ export const DECIDER_ERROR_STATUS = {
   not_found: 404,
   method_not_allowed: 405,
   payload_too_large: 413,
+  too_many_questions: 413,
   unsupported_media_type: 415,
   host_not_allowed: 421,
+  /** Validation, as Jev and llama.cpp answer it (422): the body's schema, its shape limits, the images opt-in. */
+  invalid_request: 422,
+  images_unsupported: 422,
   queue_full: 429,
   internal_error: 500,
   upstream_unreachable: 502,

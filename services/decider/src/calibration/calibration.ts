@@ -2,7 +2,7 @@ import {
   applyTemperature,
   type CalibrationFile,
   type ModelsCalibration,
-  type Question,
+  type TextQuestion,
   temperatureFor,
 } from "@localdecider/contracts/decider";
 
@@ -14,7 +14,7 @@ export class Calibration {
   constructor(readonly file: CalibrationFile) {}
 
   /** The question's distribution under its temperature (unchanged when the file holds none for it). */
-  apply(name: string, question: Question, distribution: readonly number[]): number[] {
+  apply(name: string, question: TextQuestion, distribution: readonly number[]): number[] {
     return applyTemperature(distribution, temperatureFor(this.file, name, question.type));
   }
 

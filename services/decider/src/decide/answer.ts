@@ -1,4 +1,4 @@
-import type { Answer, Question } from "@localdecider/contracts/decider";
+import type { Answer, TextQuestion } from "@localdecider/contracts/decider";
 import type { Calibration } from "../calibration/calibration";
 import { argmax, choiceConfidence, scoreStats } from "./math";
 import type { Part, Plan } from "./plan";
@@ -50,7 +50,7 @@ export function answersOf(
   );
 }
 
-export function toAnswer(question: Question, dist: number[]): Answer {
+export function toAnswer(question: TextQuestion, dist: number[]): Answer {
   switch (question.type) {
     case "noul":
       return { type: "noul", noul: dist[0] as number };

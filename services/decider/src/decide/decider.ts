@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts/decider";
+import type { SystemOneRequest, SystemOneResponse, TextQuestion } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import type { Reservation, UpstreamLimiter } from "../limits/limiter";
@@ -22,7 +22,7 @@ import { type Alternative, type ProbeRequest, type ProbeResult, type Upstream, U
 import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { finalRound, type Limits, type Part, type Plan, planRequest } from "./plan";
 import { probeOf } from "./probe";
-import { promptOf, type StateBlock, stateBlock } from "./prompt";
+import { jsonLengths, promptOf, ShownState } from "./prompt";
 import { outcomeOfToken, readOut, readScores } from "./readout";
 import { runInOrder } from "./schedule";
 
@@ -41,6 +41,24 @@ export interface DeciderOptions {
   allowNoLogprobs: boolean;
   /** LOCALDECIDER_CALIBRATION: temperatures applied to every answer. */
   calibration?: Calibration;
+  /** Most characters the state may take as the prompt shows it (LOCALDECIDER_BODY_LIMIT): more is a 413. */
+  maxStateChars: number;
+  /**
+   * Most bytes of heap the requests admitted and not finished may hold (their parsed bodies, by
+   * requestWeight): past it a request is refused as the queue being full. Bounds memory by what is held,
+   * whatever MAX_QUEUE and the body limit allow together.
+   */
+  maxHeldBytes: number;
+}
+
+/**
+ * What a parsed request may hold on the heap, at most: its strings (two bytes a character at worst, and
+ * the compact JSON counts every character of every string) and a fixed cost per JSON value (an empty
+ * object, the costliest value per byte of body, takes ~64 bytes parsed; measured on Node 20).
+ */
+export function requestWeight(request: unknown): number {
+  const { compact, values } = jsonLengths(request);
+  return 2 * compact + 64 * values;
 }
 
 /** What one request's calls share: its reservation, its cancellation, its usage and its notes. */
@@ -56,11 +74,54 @@ interface RequestRun {
   affinity: string;
 }
 
-/** One call to make: a part, its probe, and (once made) what it read. */
-interface Job {
-  part: Part;
-  probe: ProbeRequest;
-  result?: PartResult;
+/**
+ * One prompt of the plan: its parts, and what each read once probed. Its probes are rendered only while the
+ * request holds a slot (a request waiting in the queue holds its parsed body, nothing more), and dropped
+ * once every part is read.
+ */
+class PromptJobs {
+  readonly results: (number[] | undefined)[];
+  private probes: ProbeRequest[] | undefined;
+
+  constructor(readonly parts: Part[]) {
+    this.results = parts.map(() => undefined);
+  }
+
+  /** The indexes of the parts not read yet. */
+  pending(): number[] {
+    return this.parts.flatMap((_, i) => (this.results[i] === undefined ? [i] : []));
+  }
+
+  /** The probes of the prompt, rendered on first use: the prompt's shared messages once, a prefill each. */
+  probesOf(state: ShownState): ProbeRequest[] {
+    if (this.probes === undefined) {
+      const shared = promptOf(state.block(), this.parts);
+      this.probes = this.parts.map((part, i) => probeOf(shared, part, i));
+    }
+    return this.probes;
+  }
+
+  /** Every part read: the rendered prompt is no longer needed. */
+  settle(): void {
+    if (this.pending().length === 0) this.probes = undefined;
+  }
+
+  partResults(): PartResult[] {
+    return this.parts.map((part, i) => ({ part, distribution: this.results[i] as number[] }));
+  }
+}
+
+/**
+ * The questions answered from token probabilities. A box question never gets here: routes/images.ts admits
+ * one only for an upstream that accepts images (a native System One server), so one here is a wiring fault.
+ */
+function textQuestions(questions: SystemOneRequest["questions"]): Record<string, TextQuestion> {
+  for (const [name, question] of Object.entries(questions)) {
+    if (question.type === "box") {
+      throw new Error(`box question "${name}" reached the probability path, which cannot answer it`);
+    }
+  }
+  return questions as Record<string, TextQuestion>;
 }
 
 /**
@@ -70,6 +131,9 @@ interface Job {
  * alternatives into a distribution (readout.ts), and answer.ts does the math.
  */
 export class Decider {
+  /** Bytes the requests admitted and not finished hold (requestWeight), against maxHeldBytes. */
+  private heldBytes = 0;
+
   constructor(private readonly options: DeciderOptions) {}
 
   get servedModel(): string {
@@ -80,24 +144,37 @@ export class Decider {
   async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
     const { model, state, questions } = request;
     if (!ACCEPTED_MODELS.includes(model)) throw unknownModel(model, ACCEPTED_MODELS);
-    await this.options.gate.assertServed();
-    const plan = planRequest(questions, {
+    await this.options.gate.assertServed(signal);
+    const plan = planRequest(textQuestions(questions), {
       ...this.options.limits,
       outcomesPerPart: this.options.pool.outcomesPerPart,
     });
-    const reservation = await this.admit(plan);
-    return this.decide(state, plan, reservation, signal);
+    // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
+    const shown = new ShownState(state, this.options.maxStateChars);
+    const weight = requestWeight(request);
+    if (this.heldBytes + weight > this.options.maxHeldBytes && this.heldBytes > 0) {
+      this.options.observer.queueRejected();
+      const { limiter, pool } = this.options;
+      throw queueFull(limiter.retryAfterSeconds(limiter.counts().queued, pool.servers.length));
+    }
+    this.heldBytes += weight;
+    try {
+      const reservation = await this.admit(plan, signal);
+      return await this.decide(shown, plan, reservation, signal);
+    } finally {
+      this.heldBytes -= weight;
+    }
   }
 
-  /** Reserves every call of the plan, or throws the error that refuses the request whole. */
-  private async admit(plan: Plan): Promise<Reservation> {
+  /** Reserves every call of the plan, or throws the error that refuses the request whole (or cancelled). */
+  private async admit(plan: Plan, signal: AbortSignal): Promise<Reservation> {
     if (!this.options.limiter.fits(plan.callCount)) throw tooManyCalls(plan.callCount, this.options.limiter.maxQueue);
     const { limiter, pool } = this.options;
     // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
     const server = pool.choose((id) => limiter.load(id)) ?? (pool.servers[0] as (typeof pool.servers)[number]);
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
-      answer = await limiter.tryReserve(plan.callCount, server.id);
+      answer = await limiter.tryReserve(plan.callCount, server.id, signal);
     } catch (err) {
       throw clientError(err, this.options.timeoutSeconds);
     }
@@ -109,13 +186,11 @@ export class Decider {
   }
 
   private async decide(
-    state: unknown,
+    shown: ShownState,
     plan: Plan,
     reservation: Reservation,
     clientSignal: AbortSignal,
   ): Promise<SystemOneResponse> {
-    // The state is rendered (and its fence hashed) once for all of the request's prompts.
-    const shown = stateBlock(state);
     // One failed call fails the request, so it also stops the request's other calls.
     const run: RequestRun = {
       reservation,
@@ -123,26 +198,27 @@ export class Decider {
       timedOut: false,
       usage: { input_tokens: 0, output_tokens: 0 },
       absent: [],
-      affinity: shown.fence.open,
+      affinity: shown.affinity,
     };
     // Each call in flight listens to the request's signal (and stops listening when it ends); on a server
     // with a shared prefix cache a prompt's calls run at once, more than Node's default warning level.
     setMaxListeners(0, run.controller.signal);
     const onClientAbort = () => run.controller.abort();
     clientSignal.addEventListener("abort", onClientAbort, { once: true });
+    if (clientSignal.aborted) run.controller.abort();
     // One deadline for the whole request: its wait for a slot, its calls and their retries together.
     const deadline = setTimeout(() => {
       run.timedOut = true;
       run.controller.abort();
     }, this.options.timeoutSeconds * 1000);
     try {
-      const first = jobsOf(shown, plan.firstRound);
-      let second: Job[][] | undefined = plan.splitChoices.length === 0 ? [] : undefined;
+      const first = plan.firstRound.map((parts) => new PromptJobs(parts));
+      let second: PromptJobs[] | undefined = plan.splitChoices.length === 0 ? [] : undefined;
       await this.inSlot(run, async (lease) => {
-        await this.probeAll(run, lease, first);
-        // The final round needs the first round's chunk leaders: built once, in the same slot.
-        second ??= jobsOf(shown, finalRound(plan, chunkDistributions(resultsOf(first))));
-        await this.probeAll(run, lease, second);
+        await this.probeAll(run, lease, shown, first);
+        // The final round needs the first round's chunk leaders: planned once, in the same slot.
+        second ??= finalRound(plan, chunkDistributions(resultsOf(first))).map((parts) => new PromptJobs(parts));
+        await this.probeAll(run, lease, shown, second);
       });
       if (run.absent.length > 0) {
         this.options.logger.warn("outcomes absent from the backend's reported alternatives were estimated", {
@@ -198,13 +274,25 @@ export class Decider {
     }
   }
 
-  /** Probes the jobs not done yet, prompt by prompt, in the order the server's prefix cache wants. */
-  private probeAll(run: RequestRun, lease: SlotLease, prompts: Job[][]): Promise<void> {
+  /**
+   * Reads the parts not read yet, prompt by prompt: all of a prompt's pending parts in one call where the
+   * backend can (probeMany), else one call each in the order the server's prefix cache wants.
+   */
+  private async probeAll(run: RequestRun, lease: SlotLease, shown: ShownState, prompts: PromptJobs[]): Promise<void> {
     const { upstream } = this.options.pool.get(lease.server);
-    const pending = prompts.map((jobs) => jobs.filter((job) => job.result === undefined));
-    return runInOrder(pending, upstream.prefixCache, async (job) => {
-      job.result = { part: job.part, distribution: await this.attempts(run, lease, upstream, job) };
-    });
+    for (const prompt of prompts) {
+      const pending = prompt.pending();
+      if (pending.length === 0) continue;
+      const probeMany = upstream.probeMany?.bind(upstream);
+      if (probeMany !== undefined && pending.length > 1) {
+        await this.attemptsTogether(run, lease, probeMany, shown, prompt, pending);
+      } else {
+        await runInOrder([pending], upstream.prefixCache, async (i) => {
+          prompt.results[i] = await this.attempts(run, lease, upstream, shown, prompt, i);
+        });
+      }
+      prompt.settle();
+    }
   }
 
   /**
@@ -228,42 +316,95 @@ export class Decider {
   }
 
   /** One part's call and its malformed-response retries, each a call of the lease. */
-  private async attempts(run: RequestRun, lease: SlotLease, upstream: Upstream, job: Job): Promise<number[]> {
+  private async attempts(
+    run: RequestRun,
+    lease: SlotLease,
+    upstream: Upstream,
+    shown: ShownState,
+    prompt: PromptJobs,
+    index: number,
+  ): Promise<number[]> {
+    const probe = prompt.probesOf(shown)[index] as ProbeRequest;
+    const reads = await this.withRetries(run, lease, [index], prompt, [probe], (asked) =>
+      upstream.probe(asked[0] as ProbeRequest, { signal: run.controller.signal, slot: lease.slot }).then((r) => [r]),
+    );
+    return reads[0] as number[];
+  }
+
+  /** A prompt's pending parts in one call (probeMany), and its retries. */
+  private async attemptsTogether(
+    run: RequestRun,
+    lease: SlotLease,
+    probeMany: NonNullable<Upstream["probeMany"]>,
+    shown: ShownState,
+    prompt: PromptJobs,
+    pending: number[],
+  ): Promise<void> {
+    const probes = prompt.probesOf(shown);
+    const asked = pending.map((i) => probes[i] as ProbeRequest);
+    const reads = await this.withRetries(run, lease, pending, prompt, asked, (again) =>
+      probeMany(again, { signal: run.controller.signal, slot: lease.slot }),
+    );
+    for (const [k, i] of pending.entries()) prompt.results[i] = reads[k];
+  }
+
+  /**
+   * Calls of the lease for the prompt's parts `indexes` (their probes `probes`), each answering every part
+   * still unread, until all are read or MALFORMED_RETRIES retries are spent: a retry asks only the parts whose
+   * answer was malformed. Each call is timed and counted; a failure other than a malformed answer is thrown.
+   */
+  private async withRetries(
+    run: RequestRun,
+    lease: SlotLease,
+    indexes: readonly number[],
+    prompt: PromptJobs,
+    probes: readonly ProbeRequest[],
+    call: (probes: ProbeRequest[]) => Promise<ProbeResult[]>,
+  ): Promise<number[][]> {
     const { observer, logger, malformedRetries } = this.options;
-    const { part, probe } = job;
+    const reads: number[][] = [];
+    let left = indexes.map((_, k) => k);
     let reason = "";
-    for (let attempt = 0; attempt <= malformedRetries; attempt++) {
+    for (let attempt = 0; attempt <= malformedRetries && left.length > 0; attempt++) {
       if (attempt > 0) observer.malformedRetry();
+      const asked = left.map((k) => probes[k] as ProbeRequest);
       const started = performance.now();
-      let result: ProbeResult;
+      let results: ProbeResult[] | undefined;
       try {
-        result = await lease.call(() => upstream.probe(probe, { signal: run.controller.signal, slot: lease.slot }));
+        results = await lease.call(() => call(asked), asked.length);
       } catch (err) {
         const elapsed = performance.now() - started;
-        if (err instanceof UpstreamError && err.failure.kind === "malformed") {
-          observer.upstreamCall(elapsed, "malformed", lease.server);
-          reason = err.failure.detail;
-          logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
-          continue;
+        if (!(err instanceof UpstreamError && err.failure.kind === "malformed")) {
+          const kind = err instanceof UpstreamError ? err.failure.kind : "error";
+          observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error", lease.server);
+          throw err;
         }
-        const kind = err instanceof UpstreamError ? err.failure.kind : "error";
-        observer.upstreamCall(elapsed, kind === "timeout" || kind === "aborted" ? kind : "error", lease.server);
-        throw err;
+        reason = err.failure.detail;
       }
       const elapsed = performance.now() - started;
-      run.usage.input_tokens += result.usage.input;
-      run.usage.output_tokens += result.usage.output;
-      observer.tokens(result.usage.input, result.usage.output);
-      const read = this.distribution(run, result, probe, part);
-      if ("distribution" in read) {
-        observer.upstreamCall(elapsed, "ok", lease.server);
-        return read.distribution;
+      const still: number[] = [];
+      for (const [j, k] of left.entries()) {
+        const part = prompt.parts[indexes[k] as number] as Part;
+        const result = results?.[j];
+        if (result !== undefined) {
+          run.usage.input_tokens += result.usage.input;
+          run.usage.output_tokens += result.usage.output;
+          observer.tokens(result.usage.input, result.usage.output);
+          const read = this.distribution(run, result, asked[j] as ProbeRequest, part);
+          if ("distribution" in read) {
+            reads[k] = read.distribution;
+            continue;
+          }
+          reason = read.malformed;
+        }
+        still.push(k);
+        logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
       }
-      observer.upstreamCall(elapsed, "malformed", lease.server);
-      reason = read.malformed;
-      logger.warn("malformed model response", { question: part.question, attempt: attempt + 1, reason });
+      observer.upstreamCall(elapsed, still.length > 0 ? "malformed" : "ok", lease.server);
+      left = still;
     }
-    throw malformedOutput(malformedRetries + 1, reason);
+    if (left.length > 0) throw malformedOutput(malformedRetries + 1, reason);
+    return reads;
   }
 
   /**
@@ -307,16 +448,8 @@ export class Decider {
   }
 }
 
-/** Each prompt's jobs: the prompt's shared messages rendered once, one probe per part. */
-function jobsOf(state: StateBlock, prompts: Part[][]): Job[][] {
-  return prompts.map((parts) => {
-    const shared = promptOf(state, parts);
-    return parts.map((part, i) => ({ part, probe: probeOf(shared, part, i) }));
-  });
-}
-
-function resultsOf(prompts: Job[][]): PartResult[] {
-  return prompts.flat().map((job) => job.result as PartResult);
+function resultsOf(prompts: readonly PromptJobs[]): PartResult[] {
+  return prompts.flatMap((prompt) => prompt.partResults());
 }
 
 /** What the model put its probability on, when no reported alternative begins an outcome: the top three. */

@@ -1,4 +1,4 @@
-import type { Entry, Question } from "@localdecider/contracts/decider";
+import type { Entry, TextQuestion } from "@localdecider/contracts/decider";
 import { argmax } from "./math";
 
 /** An outcome code as the model writes it: a JSON boolean (noul), a digit (score) or one letter (choice). */
@@ -34,7 +34,7 @@ export interface PartOption {
 /** One question as asked in one prompt: a whole question, one chunk of a choice, or a final round. */
 export interface Part {
   question: string;
-  kind: Question["type"];
+  kind: TextQuestion["type"];
   instructions: Entry | undefined;
   options: PartOption[];
   /** `chunk`: the `index`-th slice of a split choice's labels; `final`: the round among the chunks' leaders. */
@@ -53,7 +53,7 @@ export interface Limits {
   outcomesPerPart?: number;
 }
 
-export function partsOf(name: string, question: Question, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
+export function partsOf(name: string, question: TextQuestion, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
   const instructions = question.instructions ?? undefined;
   switch (question.type) {
     case "noul":
@@ -126,7 +126,7 @@ export function packPrompts<T extends { options: readonly unknown[] }>(parts: T[
  * number of parts of both rounds.
  */
 export interface Plan {
-  questions: Record<string, Question>;
+  questions: Record<string, TextQuestion>;
   /** First round: every whole question and every chunk, grouped into prompts that share a prefix. */
   firstRound: Part[][];
   /** Split choices, in request order, with their number of chunks. */
@@ -136,7 +136,7 @@ export interface Plan {
   limits: Limits;
 }
 
-export function planRequest(questions: Record<string, Question>, limits: Limits): Plan {
+export function planRequest(questions: Record<string, TextQuestion>, limits: Limits): Plan {
   const parts = Object.entries(questions).flatMap(([name, q]) => partsOf(name, q, chunkSize(limits)));
   const splitChoices = parts.flatMap((part) =>
     part.round.kind === "chunk" && part.round.index === 0 ? [{ question: part.question, chunks: part.round.of }] : [],
@@ -156,7 +156,7 @@ export function planRequest(questions: Record<string, Question>, limits: Limits)
  */
 export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, number[][]>): Part[][] {
   const finals = plan.splitChoices.map(({ question }): Part => {
-    const q = plan.questions[question] as Extract<Question, { type: "choice" }>;
+    const q = plan.questions[question] as Extract<TextQuestion, { type: "choice" }>;
     const labels = Object.entries(q.criteria);
     const chunks = chunkDistributions.get(question) ?? [];
     const leaders = chunks.map((dist, c) => labels[c * chunkSize(plan.limits) + argmax(dist)] as [string, Entry]);

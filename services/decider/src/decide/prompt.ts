@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
 import type { JsonValue } from "@localdecider/contracts";
 import type { Entry } from "@localdecider/contracts/decider";
+import type { AppError } from "@localdecider/service-kit";
+import { deciderError } from "../errors";
 import type { ChatMessage } from "../upstream/types";
 import { answerKey, type Part } from "./plan";
 
@@ -55,17 +57,136 @@ export function renderEntry(entry: Entry | undefined): string | undefined {
 /**
  * The state as the model reads it best: text as is; an object of strings (the usual `{ diff: "..." }`)
  * as one section per key, titled with the key as a JSON string, with the text unescaped; anything else as
- * indented JSON. It is shown only inside the state's fence.
+ * indented JSON, or compact JSON where indenting would add more than PRETTY_OVERHEAD characters (deep
+ * nesting indents every value: 63 nested arrays around 99,000 zeros are 204 KB compact and 12.8 M
+ * characters indented). It is shown only inside the state's fence.
  */
 export function renderState(state: unknown): string {
-  if (typeof state === "string") return state;
+  return renderShaped(state, shapeOf(state));
+}
+
+/** Most characters indenting may add to a JSON state before it is shown compact instead. */
+export const PRETTY_OVERHEAD = 64 * 1024;
+
+/** How a state is shown, and how many characters that takes (measured without rendering it). */
+interface StateShape {
+  form: "text" | "sections" | "pretty" | "compact";
+  chars: number;
+}
+
+function shapeOf(state: unknown): StateShape {
+  if (typeof state === "string") return { form: "text", chars: state.length };
   if (typeof state === "object" && state !== null && !Array.isArray(state)) {
     const entries = Object.entries(state);
     if (entries.length > 0 && entries.every(([, v]) => typeof v === "string")) {
-      return entries.map(([key, value]) => `## ${JSON.stringify(key)}\n${value}`).join("\n\n");
+      // `## "key"\n<text>` per key, joined by blank lines.
+      const chars = entries.reduce(
+        (n, [key, value]) => n + 4 + JSON.stringify(key).length + (value as string).length,
+        0,
+      );
+      return { form: "sections", chars: chars + 2 * (entries.length - 1) };
     }
   }
-  return JSON.stringify(state, null, 2);
+  const { compact, pretty } = jsonLengths(state);
+  return pretty <= compact + PRETTY_OVERHEAD ? { form: "pretty", chars: pretty } : { form: "compact", chars: compact };
+}
+
+function renderShaped(state: unknown, shape: StateShape): string {
+  switch (shape.form) {
+    case "text":
+      return state as string;
+    case "sections":
+      return Object.entries(state as Record<string, string>)
+        .map(([key, value]) => `## ${JSON.stringify(key)}\n${value}`)
+        .join("\n\n");
+    case "pretty":
+      return JSON.stringify(state, null, 2);
+    case "compact":
+      return JSON.stringify(state);
+  }
+}
+
+/**
+ * The lengths of JSON.stringify(value) and JSON.stringify(value, null, 2), and the number of JSON values in
+ * it, counted without building either:
+ * iterative (a parsed body's depth is bounded, but a recursion per level would still be a stack per level)
+ * and in time linear in the value. A value from JSON.parse holds only JSON values, so no key is skipped.
+ */
+export function jsonLengths(value: unknown): { compact: number; pretty: number; values: number } {
+  let compact = 0;
+  let pretty = 0;
+  let values = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop() as [unknown, number];
+    values += 1;
+    if (typeof v !== "object" || v === null) {
+      const n = JSON.stringify(v ?? null).length;
+      compact += n;
+      pretty += n;
+      continue;
+    }
+    const children: [string | undefined, unknown][] = Array.isArray(v)
+      ? v.map((c) => [undefined, c])
+      : Object.entries(v).map(([k, c]) => [k, c]);
+    // The brackets, and a comma between children.
+    compact += 2 + Math.max(0, children.length - 1);
+    pretty += 2 + Math.max(0, children.length - 1);
+    if (children.length > 0) {
+      // Each child on its own line, indented one level deeper; the closing bracket on a line of its own.
+      pretty += children.length * (1 + 2 * (depth + 1)) + 1 + 2 * depth;
+    }
+    for (const [key, child] of children) {
+      if (key !== undefined) {
+        const k = JSON.stringify(key).length;
+        compact += k + 1;
+        pretty += k + 2;
+      }
+      stack.push([child, depth + 1]);
+    }
+  }
+  return { compact, pretty, values };
+}
+
+/**
+ * A request's state as its prompts will show it: measured (and refused when too large) at once, rendered
+ * only when first needed (a request waiting in the queue holds its parsed body, not its prompt), once for all
+ * of its prompts.
+ */
+export class ShownState {
+  private readonly shape: StateShape;
+  private shown: StateBlock | undefined;
+  /** Names the state for the slot affinity (a request about the same state prefers the slot that read it). */
+  readonly affinity: string;
+
+  /** Throws a 413 (payload_too_large) when the state would take more than `maxChars` characters. */
+  constructor(
+    private readonly state: unknown,
+    maxChars: number,
+  ) {
+    this.shape = shapeOf(state);
+    if (this.shape.chars > maxChars) throw stateTooLarge(this.shape.chars, maxChars);
+    this.affinity = createHash("sha256")
+      .update(typeof state === "string" ? state : JSON.stringify(state))
+      .digest("hex")
+      .slice(0, 16);
+  }
+
+  block(): StateBlock {
+    if (this.shown === undefined) {
+      const text = renderShaped(this.state, this.shape);
+      this.shown = { text, fence: stateFence(text) };
+    }
+    return this.shown;
+  }
+}
+
+/** A state too large to show the model: refused whole (413), naming its size and the limit. */
+function stateTooLarge(chars: number, maxChars: number): AppError {
+  return deciderError(
+    "payload_too_large",
+    `the state renders to ${chars} characters for the model, more than the ${maxChars} allowed (LOCALDECIDER_BODY_LIMIT); send a smaller state`,
+  );
 }
 
 /**

@@ -20,6 +20,8 @@ export interface DownloadProgress {
 export interface DownloadOptions {
   /** Without credentials (they go in `authorization`). */
   url: string;
+  /** How the files beside the download name its source (default `url`; without a signed URL's query). */
+  recordAs?: string;
   /** Sent as the Authorization header to the URL's own origin only: dropped once a redirect leaves it. */
   authorization?: string;
   /**
@@ -116,9 +118,10 @@ function partSize(file: string): number {
 async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
   const { part, meta: metaFile } = partPaths(options.dest);
   let meta = readMeta(metaFile);
-  if (meta?.url !== options.url) {
+  const source = options.recordAs ?? options.url;
+  if (meta?.url !== source) {
     fs.rmSync(part, { force: true });
-    meta = { url: options.url };
+    meta = { url: source };
   }
   const have = partSize(part);
   if (have > 0 && meta.total !== undefined && have === meta.total) return meta;
@@ -297,7 +300,7 @@ async function verifyAndKeep(options: DownloadOptions, meta: PartMeta): Promise<
   }
   if (!head.equals(GGUF_MAGIC)) refuse("not a GGUF file");
   fs.renameSync(part, options.dest);
-  writeRecord(options.dest, options.url, actual);
+  writeRecord(options.dest, options.recordAs ?? options.url, actual);
   fs.rmSync(metaFile, { force: true });
   return { sha256: actual };
 }

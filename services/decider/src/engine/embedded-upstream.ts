@@ -128,7 +128,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
       return source.path;
     }
     const dest = path.join(this.options.modelsDir, source.cachePath);
-    const kept = inspectKept(dest, source.url, pin);
+    const kept = inspectKept(dest, source.recorded, pin);
     if (kept.state === "unchanged") {
       logger.info("model verified", { file: dest, sha256: kept.sha256, against: "record", hashed: false });
       return dest;
@@ -136,7 +136,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     if (kept.state === "hash") {
       const { sha256: actual, stat } = await this.hash(dest, kept.against, true);
       if (actual === kept.expected) {
-        writeRecord(dest, source.url, actual, stat);
+        writeRecord(dest, source.recorded, actual, stat);
         return dest;
       }
       const which = kept.against === "pin" ? "LOCALDECIDER_MODEL_SHA256" : "its recorded download";
@@ -156,6 +156,7 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
     try {
       await downloadFile({
         url: source.url,
+        recordAs: source.recorded,
         ...(source.authorization === undefined ? {} : { authorization: source.authorization }),
         dest,
         ...(this.options.sha256 === undefined ? {} : { sha256: this.options.sha256 }),

@@ -11,10 +11,18 @@ export type ModelSource =
   | { kind: "file"; path: string }
   | {
       kind: "download";
-      /** As the user wrote it, without credentials: for logs, /ready and errors. */
+      /**
+       * For logs, /ready, /v1/models and errors: an hf: URI as written; a URL as its scheme, host and path only
+       * (no credentials, no query, no fragment: a signed URL's query is a secret, `?X-Amz-Signature=…`).
+       */
       uri: string;
       /** What is fetched, never with credentials: fetch refuses them, and its errors would quote them. */
       url: string;
+      /**
+       * How the files beside the model (its record, its part's metadata) name its source: `url`, with a query
+       * replaced by its SHA-256 (`?sha256=<hex>`), so that no signature is written to disk either.
+       */
+      recorded: string;
       /** `Basic …` made of the URL's credentials, when it had any: sent to the URL's own origin only. */
       authorization?: string;
       /**
@@ -39,27 +47,29 @@ const FILE_SEGMENT = /^(?!\.\.?$)[^\\/%?#:\s]+$/;
 export function parseModelSource(value: string, cwd = process.cwd()): ModelSource {
   if (value.startsWith("hf:")) return parseHf(value);
   if (/^https?:\/\//i.test(value)) {
-    if (!URL.canParse(value)) throw new Error(`"${withoutCredentials(value)}" is not a valid URL`);
+    if (!URL.canParse(value)) throw new Error(`"${shownUnparsed(value)}" is not a valid URL`);
     const url = new URL(value);
     const withCredentials = new URL(url);
     url.username = "";
     url.password = "";
+    const shown = shownUrl(url);
     // Escapes are decoded for the cache path and the credentials: a malformed one is refused here, not a URIError later.
     if (/%(?![0-9a-f]{2})/i.test(value)) {
-      throw new Error(`"${url}" has a malformed percent-escape: "%" must be followed by two hexadecimal digits`);
+      throw new Error(`"${shown}" has a malformed percent-escape: "%" must be followed by two hexadecimal digits`);
     }
     const authorization = basicAuthOf(withCredentials);
-    if (path.posix.basename(url.pathname) === "") throw new Error(`"${url}" names no file`);
+    if (path.posix.basename(url.pathname) === "") throw new Error(`"${shown}" names no file`);
     return {
       kind: "download",
-      uri: url.toString(),
+      uri: shown,
       url: url.toString(),
+      recorded: url.search === "" ? url.toString() : `${shown}?sha256=${sha256Hex(url.search)}`,
       ...(authorization === undefined ? {} : { authorization }),
       cachePath: cachePathOf(url),
     };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
-    throw new Error(`"${withoutCredentials(value)}": only a file path, an http(s) URL or an hf: URI can be loaded`);
+    throw new Error(`"${shownUnparsed(value)}": only a file path, an http(s) URL or an hf: URI can be loaded`);
   }
   return { kind: "file", path: path.resolve(cwd, value) };
 }
@@ -93,12 +103,25 @@ function parseHf(value: string): ModelSource {
   const url = new URL(
     `https://huggingface.co/${user}/${repo}/resolve/${refParts.join("%2F")}/${segments.map(encodeURIComponent).join("/")}`,
   );
-  return { kind: "download", uri: value, url: url.toString(), cachePath: cachePathOf(url) };
+  return { kind: "download", uri: value, url: url.toString(), recorded: url.toString(), cachePath: cachePathOf(url) };
 }
 
-/** The value with anything between `scheme://` and the last `@` cut out, for messages about a URL that did not parse. */
-function withoutCredentials(value: string): string {
-  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, "$1");
+function sha256Hex(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+/** A URL as it may be shown: scheme, host and path; never credentials, a query or a fragment. */
+export function shownUrl(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
+/**
+ * A value that did not parse as a URL, as it may be shown in a message: anything between `scheme://` and the
+ * last `@` cut out (credentials, which may hold `?` or `#` themselves), then all from the first `?` or `#` (a
+ * query may carry a signature).
+ */
+function shownUnparsed(value: string): string {
+  return value.replace(/^([a-z][a-z0-9+.-]*:\/\/).*@/is, "$1").replace(/[?#].*$/s, "");
 }
 
 /** host/path/of/[query-<hash>/]file.gguf, every segment made safe for a file name (no `..`, no separators). */
@@ -108,7 +131,7 @@ function cachePathOf(url: URL): string {
     .filter((s) => s !== "" && s !== "." && s !== "..");
   if (url.search !== "") {
     // Hashed, not spelled out: a query can be longer than a file name may be.
-    const query = createHash("sha256").update(url.search).digest("hex").slice(0, 16);
+    const query = sha256Hex(url.search).slice(0, 16);
     segments.splice(segments.length - 1, 0, `query-${query}`);
   }
   return path.join(...segments);

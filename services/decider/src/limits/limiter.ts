@@ -1,5 +1,5 @@
 import Bottleneck from "bottleneck";
-import { AbortedError, type LimiterCounts, type SharedLimits, type SlotLease } from "./types";
+import { AbortedError, type LimiterCounts, type SharedLimits, type SlotLease, type Unavailable } from "./types";
 
 /** One model server's slots in this process. */
 interface ServerSlots {
@@ -22,6 +22,8 @@ interface ServerSlots {
 
 /** A hold that found its reservation moved to another server before it started: it is scheduled there. */
 const MOVED: unique symbol = Symbol("moved");
+/** A hold whose request was cancelled while it waited for its slot. */
+const ABORTED: unique symbol = Symbol("aborted");
 
 /**
  * A Bottleneck job scheduled before the request that will use it arrives. Bottleneck yields to the event
@@ -96,7 +98,7 @@ export class UpstreamLimiter {
   }
 
   /** Undefined when this limiter can admit work; otherwise why not (the shared limits do not answer). */
-  async unavailable(): Promise<string | undefined> {
+  async unavailable(): Promise<Unavailable | undefined> {
     return this.shared?.unavailable();
   }
 
@@ -150,9 +152,15 @@ export class UpstreamLimiter {
   /**
    * Reserves `calls` upstream calls on `server`, or says how many calls are queued or running ahead when they
    * would overflow the queue (here, or across replicas with shared limits). Throws LimiterUnavailableError
-   * when the shared limits cannot be asked.
+   * when the shared limits cannot be asked, and AbortedError when `signal` aborted before the reservation was
+   * made or while the shared limits were asked (what they granted is handed back at once).
    */
-  async tryReserve(calls: number, server: string): Promise<{ reservation: Reservation } | { ahead: number }> {
+  async tryReserve(
+    calls: number,
+    server: string,
+    signal?: AbortSignal,
+  ): Promise<{ reservation: Reservation } | { ahead: number }> {
+    if (signal?.aborted) throw new AbortedError();
     const shared = this.shared;
     const slots = this.slotsOf(server);
     if (shared === undefined) {
@@ -173,7 +181,13 @@ export class UpstreamLimiter {
     }
     if (!answer.ok) return { ahead: answer.ahead };
     const granted = answer.slot === undefined ? undefined : { server, slot: answer.slot };
-    return { reservation: new Reservation(this, server, calls, granted) };
+    const reservation = new Reservation(this, server, calls, granted);
+    if (signal?.aborted) {
+      // The client went away during the round trip: nothing of it stays reserved.
+      reservation.release();
+      throw new AbortedError();
+    }
+    return { reservation };
   }
 
   /** @internal Calls reserved and not yet started change by `delta`, in all and on `server`. */
@@ -243,7 +257,10 @@ export class Reservation {
   /**
    * Runs `work` holding one slot of the reservation's server: it waits for a slot in arrival order (a lone
    * hold for every slot, ahead of the queue), then `work` makes its calls through the lease. The result is
-   * returned as soon as `work` is done; Bottleneck's own bookkeeping of the freed slot follows.
+   * returned as soon as `work` is done; Bottleneck's own bookkeeping of the freed slot follows. When `signal`
+   * aborts while the hold still waits for its slot, it throws AbortedError at once (the caller then releases
+   * the reservation): Bottleneck has no way to take a job out of its queue, so the job stays there and, when
+   * its turn comes, ends without taking a slot. Once `work` runs, it stops on the signal itself.
    */
   async hold<T>(work: (lease: SlotLease) => Promise<T>, signal: AbortSignal, options: HoldOptions = {}): Promise<T> {
     const alone = options.alone === true;
@@ -252,8 +269,15 @@ export class Reservation {
       const on = this.current;
       const slots = this.limiter.slotsOf(on);
       const done = new Deferred<T>();
+      let started = false;
       const job = async (): Promise<typeof MOVED | undefined> => {
         if (on !== this.current) return MOVED;
+        // A hold given up while it waited (see below) takes no slot when its turn comes.
+        if (signal.aborted && !started) {
+          done.reject(new AbortedError());
+          return undefined;
+        }
+        started = true;
         try {
           done.resolve(await this.inSlot(on, slots, work, signal, alone, options.affinity));
         } catch (err) {
@@ -278,14 +302,26 @@ export class Reservation {
           scheduled = ran.promise;
         }
       }
-      const outcome = await Promise.race([
-        done.promise.then((value) => ({ value })),
-        scheduled.finally(() => {
-          slots.holds -= 1;
-          // After a lone hold (which dismissed it), the next request finds a standby again.
-          if (alone) this.limiter.standBy(slots);
-        }),
-      ]);
+      const gaveUp = new Deferred<typeof ABORTED>();
+      const onAbort = () => {
+        if (!started) gaveUp.resolve(ABORTED);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      let outcome: Awaited<typeof scheduled> | { value: T } | typeof ABORTED;
+      try {
+        outcome = await Promise.race([
+          done.promise.then((value) => ({ value })),
+          scheduled.finally(() => {
+            slots.holds -= 1;
+            // After a lone hold (which dismissed it), the next request finds a standby again.
+            if (alone) this.limiter.standBy(slots);
+          }),
+          gaveUp.promise,
+        ]);
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+      }
+      if (outcome === ABORTED) throw new AbortedError();
       if (outcome === MOVED) continue;
       if (outcome !== undefined) return outcome.value;
       return done.promise;
@@ -330,12 +366,14 @@ export class Reservation {
     }
   }
 
-  /** @internal One call of this reservation starts (see SlotLease.call): taken off what is reserved. */
-  take(): boolean {
-    if (this.left === 0) return false;
-    this.left -= 1;
-    this.limiter.countReserved(this.current, -1);
-    return true;
+  /**
+   * @internal `parts` reserved calls of this reservation start (see SlotLease.call): taken off what is
+   * reserved, never below nothing (a retry was not reserved).
+   */
+  take(parts: number): void {
+    const taken = Math.min(parts, this.left);
+    this.left -= taken;
+    this.limiter.countReserved(this.current, -taken);
   }
 
   /** Sends the calls not yet started to `server` (failover); a hold waiting on the old server follows. */
@@ -382,19 +420,20 @@ class Lease implements SlotLease {
     readonly slot: number,
   ) {}
 
-  async call<T>(fn: () => Promise<T>): Promise<T> {
-    this.reservation.take();
+  async call<T>(fn: () => Promise<T>, parts = 1): Promise<T> {
+    this.reservation.take(parts);
     const slots = this.limiter.slotsOf(this.server);
-    this.limiter.running += 1;
-    slots.running += 1;
+    this.limiter.running += parts;
+    slots.running += parts;
     const started = performance.now();
     try {
       const result = await fn();
-      this.limiter.observeCall(performance.now() - started);
+      // The pace Retry-After is computed from is per part: a call that answered several counts as several.
+      this.limiter.observeCall((performance.now() - started) / parts);
       return result;
     } finally {
-      this.limiter.running -= 1;
-      slots.running -= 1;
+      this.limiter.running -= parts;
+      slots.running -= parts;
     }
   }
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "@localdecider/service-kit";
 import Redis from "ioredis";
 import { LIMITS_SCRIPT } from "./redis-script";
-import { AbortedError, LimiterUnavailableError, type SharedLimits } from "./types";
+import { AbortedError, LimiterUnavailableError, type SharedLimits, type Unavailable } from "./types";
 
 /**
  * How often a replica waiting for a running slot asks again when no `freed` message came: messages are
@@ -23,7 +23,7 @@ export interface RedisLimitsOptions {
   logger: Logger;
 }
 
-type Mode = "op" | "admit" | "alone" | "unclaim" | "set";
+type Mode = "op" | "admit" | "alone" | "unclaim" | "set" | "leave";
 
 /**
  * The script's answer: admitted (1) or not (0), the totals it saw (queued, slots held on the target), the
@@ -74,6 +74,8 @@ export class RedisLimits implements SharedLimits {
   private heartbeat: NodeJS.Timeout | undefined;
   /** Whether the last heartbeat reached Redis: until one does after a reconnect, nothing is admitted. */
   private synced = false;
+  /** Servers on which a lone hold of this replica waits (and so may hold the `alone:` claim). */
+  private readonly claims = new Set<string>();
   /** Calls waiting for a slot, per server, in the order they started waiting. */
   private readonly wakers = new Map<string, (() => void)[]>();
   /** Commands sent so far (changes and heartbeats), numbered in the order Redis will run them. */
@@ -130,6 +132,7 @@ export class RedisLimits implements SharedLimits {
 
   async acquire(options: { server: string; alone: boolean; signal: AbortSignal }): Promise<number> {
     const { server, alone, signal } = options;
+    if (alone) this.claims.add(server);
     try {
       for (;;) {
         if (signal.aborted) throw new AbortedError();
@@ -153,6 +156,8 @@ export class RedisLimits implements SharedLimits {
       // A lone hold that gives up must not hold every other replica off until its claim expires.
       if (alone) void this.change(0, 0, server, "unclaim").catch(() => undefined);
       throw err;
+    } finally {
+      if (alone) this.claims.delete(server);
     }
   }
 
@@ -165,15 +170,21 @@ export class RedisLimits implements SharedLimits {
     void this.change(-calls, 0, "", "op");
   }
 
-  async unavailable(): Promise<string | undefined> {
+  async unavailable(): Promise<Unavailable | undefined> {
     if (this.client.status !== "ready" || !this.synced) {
-      return `the shared limits' Redis at ${this.display} is unreachable${this.down === undefined ? "" : ` (${this.down})`}`;
+      return {
+        message: "the shared limits' Redis is unreachable",
+        detail: `the shared limits' Redis at ${this.display} is unreachable${this.down === undefined ? "" : ` (${this.down})`}`,
+      };
     }
     try {
       await this.client.ping();
       return undefined;
     } catch (err) {
-      return `the shared limits' Redis at ${this.display} does not answer (${(err as Error).message})`;
+      return {
+        message: "the shared limits' Redis does not answer",
+        detail: `the shared limits' Redis at ${this.display} does not answer (${(err as Error).message})`,
+      };
     }
   }
 
@@ -181,14 +192,15 @@ export class RedisLimits implements SharedLimits {
     this.closed = true;
     clearInterval(this.heartbeat);
     this.wakeAll();
-    // Hand back what this replica still holds at once instead of leaving it to the lease: each server's
-    // slots (which wakes waiters elsewhere), then a last `set` of nothing, which also drops its pins.
+    // Hand back what this replica still holds at once instead of leaving it to the lease, and leave nothing
+    // of its own behind: the claims of lone holds still waiting (their own give-up cannot run once closed),
+    // then every entry of this replica (`leave`, which wakes the waiters elsewhere). The other replicas'
+    // entries stay; a key left empty is gone. Sent after every command of this replica (one connection, in
+    // order), so nothing of it comes back after.
     if (this.client.status === "ready") {
-      const held = this.reported();
-      const freed = [...held.running].filter(([, running]) => running > 0);
-      const nothing: Held = { queued: 0, running: new Map([...held.running.keys()].map((k) => [k, 0])) };
-      await Promise.all(freed.map(([server, running]) => this.run(0, -running, server, "op", held)))
-        .then(() => this.run(0, 0, "", "set", nothing, { pins: [], unanswered: Number.MAX_SAFE_INTEGER }))
+      const nothing: Held = { queued: 0, running: new Map() };
+      await Promise.all([...this.claims].map((server) => this.run(0, 0, server, "unclaim", nothing, { pins: [] })))
+        .then(() => this.run(0, 0, "", "leave", nothing, { pins: [] }))
         .catch(() => undefined);
     }
     this.subscriber.disconnect();
@@ -229,7 +241,8 @@ export class RedisLimits implements SharedLimits {
       return this.run(dq, dr, server, mode, before, { freedPin }).catch((): Answer => [1, 0, 0, 0, -1]);
     }
     if (this.client.status !== "ready" || !this.synced) {
-      throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} is unreachable`);
+      // Clients see this text: no address (markDown logged it with the reason).
+      throw new LimiterUnavailableError("the shared limits' Redis is unreachable");
     }
     const upQ = Math.max(dq, 0);
     const upR = Math.max(dr, 0);
@@ -241,7 +254,7 @@ export class RedisLimits implements SharedLimits {
     try {
       answer = await this.run(dq, dr, server, mode, before, { number });
     } catch (err) {
-      throw new LimiterUnavailableError(`the shared limits' Redis at ${this.display} did not answer`, { cause: err });
+      throw new LimiterUnavailableError("the shared limits' Redis did not answer", { cause: err });
     } finally {
       this.unanswered.delete(number);
       this.pendingQueued -= upQ;
@@ -258,7 +271,8 @@ export class RedisLimits implements SharedLimits {
     }
     // A heartbeat sent while this change was unanswered wrote its increments as made (the upper bound) and
     // ran after it: whatever of them the change did not make would be held by nobody until the next one.
-    if (this.beatSent > number && (upQ > doneQ || upR > doneR)) {
+    // (Not after close: `leave` has removed every entry of this replica, and this would write them again.)
+    if (!this.closed && this.beatSent > number && (upQ > doneQ || upR > doneR)) {
       void this.run(doneQ - upQ, doneR - upR, server, "op", this.reported()).catch(() => undefined);
     }
     return answer;

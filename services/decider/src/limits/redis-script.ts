@@ -16,7 +16,9 @@
  * the target if one is free (a request then starts without another round trip); `alone` is `op` for a
  * lone hold, which first claims the server so that no other hold starts on it meanwhile; `unclaim` drops
  * that claim; `set` (the heartbeat) sets the replica's counts to ARGV 13 and the pairs, restores its pins
- * and drops pins of its own that it no longer holds (made by a command answered before this one).
+ * and drops pins of its own that it no longer holds (made by a command answered before this one); `leave`
+ * (a clean stop) removes every entry of the replica (its lease, its counts, its pins, its claim on the
+ * target) and nothing of any other, and publishes `expired` (its slots are free): a key left empty is gone.
  * Returns {admitted 1 or 0, queued total, slots held on the target (on all servers without one), slots
  * granted by `admit`, the slot number pinned (-1: none)}, the totals as seen before the change.
  * `freed <count> <server>` is published when slots are freed and a hold may be waiting for one: a queued
@@ -49,6 +51,20 @@ if #dead > 0 then
   end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   redis.call('PUBLISH', ARGV[4], 'expired')
+end
+if mode == 'leave' then
+  redis.call('ZREM', KEYS[1], me)
+  redis.call('HDEL', KEYS[2], me)
+  for _, field in ipairs(redis.call('HKEYS', KEYS[3])) do
+    if string.match(field, '^(%S+) ') == me then redis.call('HDEL', KEYS[3], field) end
+  end
+  local pins = redis.call('HGETALL', KEYS[5])
+  for i = 1, #pins, 2 do
+    if string.match(pins[i + 1], '^(%S+) ') == me then redis.call('HDEL', KEYS[5], pins[i]) end
+  end
+  if redis.call('GET', KEYS[4]) == me then redis.call('DEL', KEYS[4]) end
+  redis.call('PUBLISH', ARGV[4], 'expired')
+  return {1, 0, 0, 0, -1}
 end
 local npairs = tonumber(ARGV[14])
 local pinsFrom = 15 + 2 * npairs

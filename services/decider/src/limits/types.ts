@@ -18,10 +18,11 @@ export interface SlotLease {
   /** The slot's number; -1 when the shared limits found no number free (the server then chooses a slot). */
   readonly slot: number;
   /**
-   * Runs one upstream call of the request inside the lease: counted as running (and no longer queued) while
-   * it runs. A call beyond the reservation's count (a retry) is counted as running only.
+   * Runs one upstream call of the request inside the lease, answering `parts` of the reserved calls (1 unless
+   * the upstream answers several parts in one call): counted as running (and no longer queued) while it runs.
+   * Parts beyond the reservation's count (a retry) are counted as running only.
    */
-  call<T>(fn: () => Promise<T>): Promise<T>;
+  call<T>(fn: () => Promise<T>, parts?: number): Promise<T>;
 }
 
 export class AbortedError extends Error {
@@ -31,7 +32,19 @@ export class AbortedError extends Error {
   }
 }
 
-/** The shared limits (Redis) could not be asked: nothing more is admitted until they answer again. */
+/**
+ * Why the shared limits do not answer: `message` names no address (for anyone), `detail` names the store's
+ * address and what failed (for the log and for callers holding the API key).
+ */
+export interface Unavailable {
+  message: string;
+  detail: string;
+}
+
+/**
+ * The shared limits (Redis) could not be asked: nothing more is admitted until they answer again. Its message
+ * is a client's: it names no address (the log has it).
+ */
 export class LimiterUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -69,6 +82,6 @@ export interface SharedLimits {
   /** Returns queued calls that will not run. */
   unreserve(calls: number): void;
   /** Undefined when the shared limits answer; otherwise why not (for /ready). */
-  unavailable(): Promise<string | undefined>;
+  unavailable(): Promise<Unavailable | undefined>;
   close(): Promise<void>;
 }

@@ -12,6 +12,10 @@ export const health: RouteHandler<DeciderRoutes["health"]> = () => ({ status: 20
  * Ready when the shared limits answer (with LOCALDECIDER_REDIS_URL) and a backend lists the configured
  * model (with several model servers: at least one); 503 with the reason otherwise. With several servers
  * both answers list each server's state (the 503 in its `details`).
+ *
+ * /ready is open to anyone (probes carry no key), so it names no internal address: each model server is
+ * named by its label (`server 1`, …) and the shared limits' Redis not at all. A caller holding the API key
+ * (`keyHolder`: LOCALDECIDER_API_KEY set and its bearer sent) sees the addresses, and what failed on Redis.
  */
 export function ready(
   gate: ModelGate,
@@ -19,27 +23,37 @@ export function ready(
   pool: Pick<ServerPool, "states" | "servers">,
   upstream: string,
   model: string,
+  keyHolder: (authorization: string | undefined) => boolean,
 ): RouteHandler<DeciderRoutes["ready"]> {
-  return async () => {
+  return async ({ req }) => {
+    const full = keyHolder(req.get("authorization"));
     // Checked first: without the shared limits no work is admitted, whatever the model server says.
     const down = await limiter.unavailable();
-    if (down !== undefined) throw deciderError("limiter_unavailable", down, { logLevel: "info" });
+    if (down !== undefined) {
+      // The log keeps what failed and where (the request's line names it in `cause`).
+      throw deciderError("limiter_unavailable", full ? down.detail : down.message, {
+        logLevel: "info",
+        cause: new Error(down.detail),
+      });
+    }
     const result = await gate.check();
     // An expected state (a model loading, a server restarting) that health checks poll: the model gate logs
     // each change of it once at warn; each poll's 503 is no error of ours.
     const states = pool.states();
+    const name = (s: (typeof states)[number]) => (full ? s.id : s.label);
     const several = pool.servers.length > 1;
     if (!result.ready) {
       throw deciderError("backend_not_ready", result.message, {
         logLevel: "info",
-        ...(several ? { details: states.map((s) => ({ path: s.id, message: s.reason ?? "ready" })) } : {}),
+        ...(several ? { details: states.map((s) => ({ path: name(s), message: s.reason ?? "ready" })) } : {}),
       });
     }
     const servers = states.map((s) =>
       s.inRotation
-        ? { server: s.id, state: "ready" as const }
-        : { server: s.id, state: "out" as const, reason: s.reason },
+        ? { server: name(s), state: "ready" as const }
+        : { server: name(s), state: "out" as const, reason: s.reason },
     );
-    return { status: 200, body: { status: "ready", upstream, model, ...(several ? { servers } : {}) } };
+    const shown = full ? upstream : states.map((s) => s.label).join(",");
+    return { status: 200, body: { status: "ready", upstream: shown, model, ...(several ? { servers } : {}) } };
   };
 }

@@ -1,5 +1,6 @@
 import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts/decider";
 import type { RouteHandlers } from "@localdecider/service-kit";
+import type { UpstreamAccepts } from "../backend";
 import type { Decider } from "../decide/decider";
 import type { UpstreamLimiter } from "../limits/limiter";
 import type { ModelGate } from "../upstream/model-gate";
@@ -16,16 +17,20 @@ export interface RouteDeps {
   upstream: string;
   upstreamModel: string;
   describeBackend: () => BackendInfo;
+  /** Whether images and box questions may pass (routes/images.ts). */
+  upstreamAccepts: () => UpstreamAccepts;
   /** LOCALDECIDER_CALIBRATION as GET /v1/models shows it. */
   calibration: ModelsCalibration;
+  /** Whether an Authorization header carries LOCALDECIDER_API_KEY (auth.ts keyHolder): only then are addresses shown. */
+  keyHolder: (authorization: string | undefined) => boolean;
 }
 
 /** One handler per contract in deciderRoutes (@localdecider/contracts); registerRoutes wires them. */
 export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
   return {
     health,
-    ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel),
-    listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration),
-    systemOne: systemOne(deps.decider),
+    ready: ready(deps.gate, deps.limiter, deps.pool, deps.upstream, deps.upstreamModel, deps.keyHolder),
+    listModels: listModels(deps.upstreamModel, deps.describeBackend, deps.calibration, deps.pool, deps.keyHolder),
+    systemOne: systemOne(deps.decider, deps.upstreamAccepts),
   };
 }

@@ -34,3 +34,15 @@ export function inputLimitIssue(body: unknown): ValidationIssue | undefined {
   }
   return undefined;
 }
+
+/**
+ * How many questions a body holds (its `questions` object's keys; 0 when it has none or they are not an
+ * object, which the schema then refuses). Counted on the raw body, before zod validates each of them.
+ */
+export function questionCount(body: unknown): number {
+  if (typeof body !== "object" || body === null || !Object.hasOwn(body, "questions")) return 0;
+  const questions = (body as { questions: unknown }).questions;
+  return typeof questions === "object" && questions !== null && !Array.isArray(questions)
+    ? Object.keys(questions).length
+    : 0;
+}

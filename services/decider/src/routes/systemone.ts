@@ -1,14 +1,21 @@
-import type { DeciderRoutes } from "@localdecider/contracts/decider";
+import { type DeciderRoutes, IMAGES_HEADER } from "@localdecider/contracts/decider";
 import type { RouteHandler } from "@localdecider/service-kit";
+import type { UpstreamAccepts } from "../backend";
 import type { Decider } from "../decide/decider";
+import { admitImages } from "./images";
 
 /**
- * HTTP only: the body arrives checked against SystemOneRequest (and INPUT_LIMITS before it) by
- * registerRoutes, the use case answers it, and a client that goes away cancels it (its queued calls are
- * dropped and its in-flight ones aborted).
+ * HTTP only: the body arrives checked against SystemOneRequest (and LOCALDECIDER_MAX_QUESTIONS and INPUT_LIMITS
+ * before it) by registerRoutes, images and box questions are let through only as routes/images.ts decides, the
+ * use case answers it, and a client that goes away cancels it (its queued calls are dropped and its in-flight
+ * ones aborted).
  */
-export function systemOne(decider: Decider): RouteHandler<DeciderRoutes["systemOne"]> {
-  return async ({ body, res }) => {
+export function systemOne(
+  decider: Decider,
+  upstreamAccepts: () => UpstreamAccepts,
+): RouteHandler<DeciderRoutes["systemOne"]> {
+  return async ({ body, req, res }) => {
+    admitImages(body, req.get(IMAGES_HEADER), upstreamAccepts());
     const cancel = new AbortController();
     const onClose = () => {
       if (!res.writableEnded) cancel.abort();

@@ -132,11 +132,22 @@ export function queueFull(retryAfter: number): AppError {
   });
 }
 
-/** A request that could never be admitted: refusing it with 429 would make clients retry forever. */
+/**
+ * A request that could never be admitted: refusing it with 429 would make clients retry forever. It holds too
+ * many questions for this deployment's queue, so it is the same 413 as too many questions outright.
+ */
 export function tooManyCalls(calls: number, maxQueue: number): AppError {
   return deciderError(
-    "invalid_request",
+    "too_many_questions",
     `this request needs ${calls} upstream calls but at most ${maxQueue} can be queued (LOCALDECIDER_MAX_QUEUE); send fewer questions per request`,
+  );
+}
+
+/** More questions than one request may hold (LOCALDECIDER_MAX_QUESTIONS), refused before they are read. */
+export function tooManyQuestions(count: number, maxQuestions: number): AppError {
+  return deciderError(
+    "too_many_questions",
+    `this request holds ${count} questions, more than the ${maxQuestions} one request may hold (LOCALDECIDER_MAX_QUESTIONS); send them in several requests`,
   );
 }
 

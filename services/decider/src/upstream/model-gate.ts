@@ -1,5 +1,6 @@
 import type { Logger } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
+import { requestCancelled } from "./failure";
 import type { Readiness, ReadinessProbe } from "./readiness";
 
 /** How long a model-list answer is trusted on the decision path before it is asked again. */
@@ -49,10 +50,25 @@ export class ModelGate {
     else this.logger.warn("model server not ready", { reason: result.message, detail: result.detail });
   }
 
-  /** Throws the 503 `model_unavailable` when the backend answered that it does not hold the model. */
-  async assertServed(): Promise<void> {
+  /**
+   * Throws the 503 `model_unavailable` when the backend answered that it does not hold the model. A request
+   * waiting for a probe (a server's start-up check can take seconds) stops waiting when `signal` aborts (its
+   * client went away) and throws `request_aborted`: the probe goes on for whoever else waits on it.
+   */
+  async assertServed(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) throw requestCancelled();
     const fresh = this.last !== undefined && Date.now() - this.last.at < this.maxAgeMs;
-    const result = fresh ? (this.last as { result: Readiness }).result : await this.check();
+    const result = fresh ? (this.last as { result: Readiness }).result : await untilAborted(this.check(), signal);
     if (!result.ready && result.modelMissing) throw deciderError("model_unavailable", result.message);
   }
+}
+
+/** `promise`, or a `request_aborted` rejection as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(requestCancelled());
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }

@@ -8,8 +8,13 @@ export const REJOIN_PROBE_MS = 2000;
 
 /** One model server (or the embedded engine): what answers, how to ask whether it is ready, its name. */
 export interface PoolServer {
-  /** Its address without credentials (or `embedded`): the key of its limits, its metrics label, in /ready. */
+  /** Its address without credentials (or `embedded`): the key of its limits, in the log and in /ready to a key holder. */
   id: string;
+  /**
+   * What names it to anyone (/ready without the API key, its metrics label): no address. By default
+   * `server <n>`, its place in LOCALDECIDER_UPSTREAM from 1.
+   */
+  label?: string;
   upstream: Upstream;
   probe: ReadinessProbe;
 }
@@ -17,6 +22,8 @@ export interface PoolServer {
 /** A server as /ready and the metrics show it. */
 export interface ServerState {
   id: string;
+  /** See PoolServer.label. */
+  label: string;
   /** In rotation: new requests may be sent to it. */
   inRotation: boolean;
   /** Why it is out (the probe's client-safe text, or how its last call failed). */
@@ -68,8 +75,17 @@ export class ServerPool implements ReadinessProbe {
   states(): ServerState[] {
     return this.servers.map((s) => {
       const reason = this.out.get(s.id);
-      return reason === undefined ? { id: s.id, inRotation: true } : { id: s.id, inRotation: false, reason };
+      const label = this.labelOf(s.id);
+      return reason === undefined
+        ? { id: s.id, label, inRotation: true }
+        : { id: s.id, label, inRotation: false, reason };
     });
+  }
+
+  /** The name of server `id` that holds no address (see PoolServer.label). */
+  labelOf(id: string): string {
+    const at = this.servers.findIndex((s) => s.id === id);
+    return this.servers[at]?.label ?? `server ${at + 1}`;
   }
 
   /**

@@ -89,6 +89,12 @@ export interface Upstream {
    */
   readonly prefixCache: "slot" | "shared";
   probe(request: ProbeRequest, options: ProbeOptions): Promise<ProbeResult>;
+  /**
+   * Probes of one prompt in one call, when the backend can (llama.cpp's multi-prompt `/completion` in the
+   * request's slot, the embedded engine's batch): the results in the requests' order. The requests share
+   * everything but their last (assistant) message. Without it, each probe is its own call.
+   */
+  probeMany?(requests: readonly ProbeRequest[], options: ProbeOptions): Promise<ProbeResult[]>;
 }
 
 /**

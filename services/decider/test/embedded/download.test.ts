@@ -146,7 +146,7 @@ describe("the embedded engine while its model downloads", () => {
       expect(ready.body).toStrictEqual({ error: "downloading model (25 %)", code: "backend_not_ready" });
       const decision = await request(d.app)
         .post("/v1/systemone")
-        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
       expect(decision.status).toBe(503);
       expect(decision.body).toStrictEqual({ error: "downloading model (25 %)", code: "model_unavailable" });
       server.release();
@@ -180,7 +180,7 @@ describe("the embedded engine while its model downloads", () => {
       expect((await request(d.app).get("/ready")).body).toStrictEqual({ error: text, code: "backend_not_ready" });
       const decision = await request(d.app)
         .post("/v1/systemone")
-        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul" } } });
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
       expect(decision.body).toStrictEqual({ error: text, code: "model_unavailable" });
       expect(lines.filter((l) => l.level === "error").map((l) => l.reason)).toStrictEqual([text]);
       expect((await request(d.app).get("/health")).status).toBe(200);
@@ -197,6 +197,7 @@ describe("parseModelSource", () => {
       kind: "download",
       uri: "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
       url: "https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/main/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+      recorded: "https://huggingface.co/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/main/qwen2.5-1.5b-instruct-q4_k_m.gguf",
       cachePath: path.join(
         "huggingface.co",
         "Qwen",
@@ -213,6 +214,7 @@ describe("parseModelSource", () => {
       kind: "download",
       uri: "https://host/x.gguf",
       url: "https://host/x.gguf",
+      recorded: "https://host/x.gguf",
       authorization: `Basic ${Buffer.from("me:p@ss").toString("base64")}`,
       cachePath: path.join("host", "x.gguf"),
     });

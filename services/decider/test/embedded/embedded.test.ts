@@ -1,6 +1,6 @@
 import os from "node:os";
 import path from "node:path";
-import type { Question } from "@localdecider/contracts/decider";
+import { IMAGES_HEADER, type TextQuestion } from "@localdecider/contracts/decider";
 import { serve } from "@localdecider/service-kit";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";
@@ -13,6 +13,7 @@ import { renderChatML } from "../engine/engine-upstream";
 import { chooser, probedName, QUESTIONS, RecordingUpstream, STATE } from "../engine/expectations";
 import { THINKING_TEMPLATE, tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "../helpers";
+import { PNG_ASSET } from "../image-assets";
 import { distributionOf, exactDistribution } from "./exact";
 
 /**
@@ -59,14 +60,17 @@ describe("the embedded engine", () => {
     recorder.probes = [];
   });
 
-  const decide = (app: DeciderUnderTest["app"], questions: Record<string, Question>) =>
+  const decide = (app: DeciderUnderTest["app"], questions: Record<string, TextQuestion>) =>
     request(app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
 
   /** Every probe of the last request against the engine's exact distribution for it. */
-  async function expectExact(questions: Record<string, Question>, answers: Record<string, Record<string, unknown>>) {
+  async function expectExact(
+    questions: Record<string, TextQuestion>,
+    answers: Record<string, Record<string, unknown>>,
+  ) {
     for (const probe of recorder.probes) {
       const name = probedName(probe);
-      const question = questions[name] as Question;
+      const question = questions[name] as TextQuestion;
       const got = distributionOf(question, answers[name] as Record<string, unknown>);
       const want = await exactDistribution(engine, probe);
       expect(got).toHaveLength(want.length);
@@ -138,7 +142,7 @@ describe("the embedded engine", () => {
       Object.fromEntries(
         Array.from({ length: 16 }, (_, i) => [
           `${prefix}${i}`,
-          { type: "noul", instructions: `Is ${i} odd?` } as Question,
+          { type: "noul", instructions: `Is ${i} odd?` } as TextQuestion,
         ]),
       );
     const res = await decide(d.app, sixteen("q"));
@@ -178,7 +182,7 @@ describe("the embedded engine", () => {
     const running = await serve(d2.app, { host: "127.0.0.1", port: 0, logger: d2.logger, drainTimeoutMs: 1000 });
     try {
       const questions = Object.fromEntries(
-        Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul" } as Question]),
+        Array.from({ length: 40 }, (_, i) => [`q${i}`, { type: "noul", instructions: "Is it?" } as TextQuestion]),
       );
       const sent = await fetch(`http://127.0.0.1:${running.port}/v1/systemone`, {
         method: "POST",
@@ -195,17 +199,40 @@ describe("the embedded engine", () => {
     }
   });
 
+  it("refuses images and box questions, opted in, with 422 images_unsupported naming the embedded engine", async () => {
+    const res = await request(d.app)
+      .post("/v1/systemone")
+      .set(IMAGES_HEADER, "true")
+      .send({
+        model: "localdecider",
+        state: "`photo`",
+        questions: { mug: { type: "box", instructions: "the mug in `photo`" } },
+        assets: { photo: PNG_ASSET },
+      });
+    expect(res.status).toBe(422);
+    expect(res.body).toStrictEqual({
+      error:
+        "images and box questions need a native System One upstream; this decider runs the embedded engine (node-llama-cpp)",
+      code: "images_unsupported",
+    });
+    expect(recorder.probes).toStrictEqual([]);
+  });
+
   it("answers 400 context_too_long for a prompt longer than a sequence's context, and stays usable", async () => {
     const res = await request(d.app)
       .post("/v1/systemone")
-      .send({ model: "localdecider", state: "word ".repeat(CONTEXT + 100), questions: { a: { type: "noul" } } });
+      .send({
+        model: "localdecider",
+        state: "word ".repeat(CONTEXT + 100),
+        questions: { a: { type: "noul", instructions: "Is it?" } },
+      });
     expect(res.status).toBe(400);
     expect(res.body).toStrictEqual({
       error:
         "the request does not fit the model's context: send a shorter state, or fewer questions per prompt (LOCALDECIDER_QUESTIONS_PER_CALL), or give the model a larger context (the embedded engine: LOCALDECIDER_CONTEXT_SIZE)",
       code: "context_too_long",
     });
-    expect((await decide(d.app, { a: { type: "noul" } })).status).toBe(200);
+    expect((await decide(d.app, { a: { type: "noul", instructions: "Is it?" } })).status).toBe(200);
   });
 
   it("on the default context (auto: the model's, at most 8192), answers a 255-label choice with a short description per label", async () => {

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import type { ProbeRequest } from "../../src/upstream/types";
 import type { TinyEngine } from "../engine/engine";
 import { renderChatML } from "../engine/engine-upstream";
@@ -43,7 +43,7 @@ export async function exactDistribution(engine: TinyEngine, probe: ProbeRequest)
 }
 
 /** An answer's distribution in its question's outcome order (noul: true, false). */
-export function distributionOf(question: Question, answer: Record<string, unknown>): number[] {
+export function distributionOf(question: TextQuestion, answer: Record<string, unknown>): number[] {
   if (question.type === "noul") return [answer.noul as number, 1 - (answer.noul as number)];
   const probabilities = answer.probabilities as Record<string, number>;
   const keys = question.type === "choice" ? Object.keys(question.criteria) : question.criteria.map((_, i) => String(i));

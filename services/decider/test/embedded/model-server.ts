@@ -38,6 +38,8 @@ interface Redirect {
 export class ModelFileServer {
   readonly requests: {
     path: string;
+    /** The query as sent (`?…`), or "". */
+    query: string;
     range: string | undefined;
     authorization: string | undefined;
     acceptEncoding: string | undefined;
@@ -86,6 +88,7 @@ export class ModelFileServer {
     const url = new URL(req.url ?? "/", "http://x");
     this.requests.push({
       path: url.pathname,
+      query: url.search,
       range: req.headers.range,
       authorization: req.headers.authorization,
       acceptEncoding: req.headers["accept-encoding"],

@@ -116,7 +116,11 @@ describe("the built service on its embedded engine", () => {
     const res = await fetch(`${base}/v1/systemone`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: "jev-latest", state: "s", questions: { a: { type: "noul" } } }),
+      body: JSON.stringify({
+        model: "jev-latest",
+        state: "s",
+        questions: { a: { type: "noul", instructions: "Is it?" } },
+      }),
     });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { model: string; answers: { a: { noul: number } } };

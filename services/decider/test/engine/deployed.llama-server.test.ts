@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import { loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { createBackend } from "../../src/backend";
@@ -78,7 +78,7 @@ describe("a real llama-server as deployed", () => {
         const name = probedName(probe);
         const want = await expected(engine, await backend.promptOf(probe.messages), probe.reading);
         const answer = res.body.answers[name];
-        const question = QUESTIONS[name] as Question;
+        const question = QUESTIONS[name] as TextQuestion;
         const got =
           question.type === "noul"
             ? [answer.noul, 1 - answer.noul]
@@ -142,9 +142,10 @@ describe("a real llama-server as deployed", () => {
       });
       expect(d.observer.servers.filter((s) => s === second.url).length).toBeGreaterThan(0);
       const ready = await request(d.app).get("/ready").expect(200);
+      // Named by their place in LOCALDECIDER_UPSTREAM: /ready shows no address to a caller without the key.
       expect(ready.body.servers).toStrictEqual([
-        { server: first.url, state: "out", reason: "inference backend unreachable" },
-        { server: second.url, state: "ready" },
+        { server: "server 1", state: "out", reason: "inference backend unreachable" },
+        { server: "server 2", state: "ready" },
       ]);
       // The same request again, wholly on the second server: the answers agree (same model, temperature 0).
       const after = await decide();
@@ -190,7 +191,7 @@ describe("a real llama-server as deployed", () => {
     on: TinyEngine,
     backend: ProcessBackend,
     recorder: RecordingUpstream,
-    questions: Record<string, Question>,
+    questions: Record<string, TextQuestion>,
     answers: Record<string, Record<string, unknown>>,
   ): Promise<void> {
     for (const probe of recorder.probes) {
@@ -198,7 +199,7 @@ describe("a real llama-server as deployed", () => {
       const want = await expected(on, await backend.promptOf(probe.messages), probe.reading);
       const answer = answers[name] as Record<string, unknown>;
       const got =
-        (questions[name] as Question).type === "noul"
+        (questions[name] as TextQuestion).type === "noul"
           ? [answer.noul as number, 1 - (answer.noul as number)]
           : Object.values(answer.probabilities as Record<string, number>);
       for (const [i, p] of got.entries()) expect(Math.abs(p - (want.exact[i] as number))).toBeLessThan(1e-3);
@@ -222,7 +223,7 @@ describe("a real llama-server as deployed", () => {
       const ours = (await evaluated(backend)) - before;
       expect(new Set(recorder.probes.map((p) => recorder.slots.get(p)))).toHaveProperty("size", 1);
       // The floor: one call with a state of the same size and every question, one token.
-      const parts = Object.entries(questions as Record<string, Question>).flatMap(([name, q]) => partsOf(name, q));
+      const parts = Object.entries(questions as Record<string, TextQuestion>).flatMap(([name, q]) => partsOf(name, q));
       before = await evaluated(backend);
       const floor = await fetch(`${backend.url}/v1/chat/completions`, {
         method: "POST",
@@ -250,7 +251,7 @@ describe("a real llama-server as deployed", () => {
       bias: { ...ANSWER_MODEL.bias, "vocab:ä": 30 },
     });
     try {
-      const questions = { bug: QUESTIONS.bug } as Record<string, Question>;
+      const questions = { bug: QUESTIONS.bug } as Record<string, TextQuestion>;
       const res = await request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
       expect(res.status).toBe(200);
       await expectEngine(pieceEngine, backend, recorder, questions, res.body.answers);

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import type { ProbeOptions, ProbeRequest, ProbeResult, Reading, Upstream } from "../../src/upstream/types";
 import { FakeUpstream } from "../fake-upstream/server";
 import { sum } from "../helpers";
@@ -98,13 +98,13 @@ export class RecordingUpstream implements Upstream {
 export const probedName = (probe: ProbeRequest) =>
   FakeUpstream.probed(probe as unknown as Record<string, unknown>).question.name;
 
-export const chooser = (labels: string[]): Question => ({
+export const chooser = (labels: string[]): TextQuestion => ({
   type: "choice",
   instructions: "Which one fits best?",
   criteria: Object.fromEntries(labels.map((l) => [l, `the ${l} option`])),
 });
 
-export const QUESTIONS: Record<string, Question> = {
+export const QUESTIONS: Record<string, TextQuestion> = {
   bug: {
     type: "noul",
     instructions: "Is this a bug fix?",

@@ -1,4 +1,4 @@
-import type { Question } from "@localdecider/contracts/decider";
+import type { TextQuestion } from "@localdecider/contracts/decider";
 import request from "supertest";
 import { argmax } from "../../src/decide/math";
 import { type DeciderUnderTest, deciderFor, sum } from "../helpers";
@@ -52,11 +52,11 @@ describe(`the decider against a real llama.cpp engine (${process.env.LLAMA_SERVE
     await engine?.close();
   });
 
-  const decide = (questions: Record<string, Question>, state: unknown = STATE) =>
+  const decide = (questions: Record<string, TextQuestion>, state: unknown = STATE) =>
     request(d.app).post("/v1/systemone").send({ model: "localdecider", state, questions });
 
   /** Each answer's distribution as the decider reported it, in outcome order. */
-  const distributionOf = (question: Question, answer: Record<string, unknown>): number[] => {
+  const distributionOf = (question: TextQuestion, answer: Record<string, unknown>): number[] => {
     if (question.type === "noul") return [answer.noul as number, 1 - (answer.noul as number)];
     const probabilities = answer.probabilities as Record<string, number>;
     const keys =
@@ -72,7 +72,7 @@ describe(`the decider against a real llama.cpp engine (${process.env.LLAMA_SERVE
     let agreed = 0;
     for (const probe of recorder.probes) {
       const name = probedName(probe);
-      const question = QUESTIONS[name] as Question;
+      const question = QUESTIONS[name] as TextQuestion;
       const want = await expected(engine, await backend.promptOf(probe.messages), probe.reading);
       const got = distributionOf(question, res.body.answers[name]);
       // The designed bias puts every token that can begin these outcomes in the top 20.
@@ -96,7 +96,7 @@ describe(`the decider against a real llama.cpp engine (${process.env.LLAMA_SERVE
 
   it("estimates outcomes that fall outside the top 20 by the documented rule, and never answers 0 or 1", async () => {
     const labels = Array.from({ length: 12 }, (_, i) => `label${i}`);
-    const questions = { wide: chooser(labels), bug: QUESTIONS.bug as Question };
+    const questions = { wide: chooser(labels), bug: QUESTIONS.bug as TextQuestion };
     recorder.probes = [];
     const res = await decide(questions);
     expect(res.status).toBe(200);

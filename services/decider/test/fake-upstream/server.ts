@@ -108,6 +108,8 @@ export class FakeUpstream {
   inspectionLogprobs = true;
   /** The decider's start-up inspection calls (kept apart from `calls` and `requests`, which are probes). */
   inspections: Record<string, unknown>[] = [];
+  /** While true, the start-up inspection's calls wait until releaseInspections() (or until the client goes away). */
+  holdingInspections = false;
 
   calls = 0;
   inflight = 0;
@@ -126,6 +128,7 @@ export class FakeUpstream {
 
   private server: Server | undefined;
   private waiters: (() => void)[] = [];
+  private inspectionWaiters: (() => void)[] = [];
   /** Prompt prefixes seen: every one (a shared prefix cache), or per slot (llama flavour, `id_slot`). */
   private prefixes = new Set<string>();
   private slotPrefixes = new Map<number, string>();
@@ -166,6 +169,12 @@ export class FakeUpstream {
   release(): void {
     this.holding = false;
     for (const w of this.waiters.splice(0)) w();
+    this.releaseInspections();
+  }
+
+  releaseInspections(): void {
+    this.holdingInspections = false;
+    for (const w of this.inspectionWaiters.splice(0)) w();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -185,6 +194,12 @@ export class FakeUpstream {
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>;
     if (FakeUpstream.isInspection(body)) {
       this.inspections.push(body);
+      if (this.holdingInspections) {
+        await new Promise<void>((resolve) => {
+          this.inspectionWaiters.push(resolve);
+          res.on("close", () => resolve());
+        });
+      }
       return send(res, 200, this.inspect(body));
     }
     this.requests.push(body);

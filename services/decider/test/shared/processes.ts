@@ -97,7 +97,11 @@ export async function decide(url: string, question = "q"): Promise<Reply> {
   const res = await fetch(`${url}/v1/systemone`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "localdecider", state: "s", questions: { [question]: { type: "noul" } } }),
+    body: JSON.stringify({
+      model: "localdecider",
+      state: "s",
+      questions: { [question]: { type: "noul", instructions: "Is it?" } },
+    }),
   });
   return {
     status: res.status,

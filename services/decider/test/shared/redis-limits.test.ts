@@ -195,6 +195,34 @@ describe("RedisLimits", () => {
     await slot(a);
   });
 
+  it("a replica closed while its lone hold waits leaves no entry and no claim: the other replica's holds run, and its entries stay", async () => {
+    const [a, b] = await replicas(2, { maxInflight: 1, leaseMs: 60_000 });
+    if (a === undefined || b === undefined) throw new Error("two replicas");
+    const prefix = prefixOf(a);
+    expect(await a.reserve(2)).toStrictEqual({ ok: true, slot: undefined });
+    await slot(a);
+    const lone = slot(b, { alone: true });
+    expect(await settled(lone)).toBe(false);
+    const redis = new Redis(TEST_REDIS, { maxRetriesPerRequest: 1 });
+    try {
+      expect(await redis.exists(`${prefix}alone:${SERVER}`)).toBe(1);
+      await b.close();
+      await expect(lone).rejects.toThrow(LimiterUnavailableError);
+      // Nothing of B: no claim (with a lease of a minute it would hold A off that long), no lease, no count.
+      expect(await redis.exists(`${prefix}alone:${SERVER}`)).toBe(0);
+      expect(await redis.zcard(`${prefix}leases`)).toBe(1);
+      expect(await redis.hlen(`${prefix}queued`)).toBe(1);
+      expect(await totals(prefix)).toStrictEqual({ queued: 2, running: 1 });
+      a.release(SERVER, 0, 0);
+      expect(await slot(a)).toBe(0);
+      a.release(SERVER, 0, 2);
+      await a.close();
+      expect((await redis.keys(`${prefix}*`)).sort()).toStrictEqual([]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it("a hand-back after close (a request still running when the decider shut down) neither throws nor rejects unhandled", async () => {
     const [a] = await replicas(1, { maxInflight: 2 });
     if (a === undefined) throw new Error("one replica");
@@ -257,7 +285,10 @@ describe("RedisLimits", () => {
       logger,
     });
     opened.push(limits);
-    expect(await limits.unavailable()).toMatch(`the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`);
+    expect(await limits.unavailable()).toStrictEqual({
+      message: "the shared limits' Redis is unreachable",
+      detail: expect.stringMatching(`^the shared limits' Redis at redis://127.0.0.1:${port} is unreachable`),
+    });
     await expect(limits.reserve(1)).rejects.toThrow(LimiterUnavailableError);
     // An admitted request asking for its slot waits for Redis until its own deadline ends the wait.
     const deadline = new AbortController();
