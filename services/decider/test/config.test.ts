@@ -211,8 +211,8 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["2.5", '"2.5" is not a whole number: expected a whole number 1-1000000 (default 256)'],
     ],
     LOCALDECIDER_MAX_QUESTIONS: [
-      ["0", "Too small: expected number to be >=1"],
-      ["many", "Invalid input: expected number, received NaN"],
+      ["0", '"0" is out of range: expected a whole number 1-1000000 (default 4096)'],
+      ["many", '"many" is not a number: expected a whole number 1-1000000 (default 4096)'],
     ],
     LOCALDECIDER_REDIS_URL: [
       ["http://127.0.0.1:6379", "must be a redis:// or rediss:// URL"],
