@@ -1,5 +1,6 @@
 import winston from "winston";
 import { z } from "zod";
+import { clipStrings } from "./clip";
 import { currentRequestId } from "./request-context";
 
 export type Logger = winston.Logger;
@@ -11,6 +12,21 @@ const withRequestId = winston.format((info) => {
   if (info.requestId === undefined) {
     const id = currentRequestId();
     if (id !== undefined) info.requestId = id;
+  }
+  return info;
+});
+
+/**
+ * Every string of a line clipped to ECHO_LIMITS.text characters, however deep in its fields (a question's
+ * name, a model server's error text, a stack): what a request holds cannot make a log line long.
+ * The fields' own objects are never changed (clipStrings copies what it clips).
+ */
+const clipLongText = winston.format((info) => {
+  const fields = info as unknown as Record<string, unknown>;
+  for (const key of Object.keys(fields)) {
+    const value = fields[key];
+    const clipped = clipStrings(value);
+    if (clipped !== value) fields[key] = clipped;
   }
   return info;
 });
@@ -60,6 +76,7 @@ export function createLogger(options: { service: string; level: LogLevel; format
       withRequestId(),
       winston.format.timestamp(),
       winston.format.errors({ stack: true }),
+      clipLongText(),
       options.format === "pretty"
         ? winston.format.printf((info) => prettyLine(info as Record<string, unknown>, colour))
         : winston.format.json(),

@@ -1,5 +1,6 @@
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { Express } from "express";
+import { type ConnectionLimits, connectionLimitsProblem, DEFAULT_CONNECTION_LIMITS } from "./connection-limits";
 import { describeError } from "./error-handler";
 import type { Logger } from "./logger";
 
@@ -11,6 +12,8 @@ export interface ServeOptions {
   onClose?: () => Promise<void>;
   /** How long in-flight requests get to finish after SIGTERM before connections are cut. */
   drainTimeoutMs?: number;
+  /** Request timeouts and the connection cap (connection-limits.ts); each unset one is its default. */
+  connections?: Partial<ConnectionLimits>;
   /**
    * The variables that set host and port (`TODOS_HOST`, `TODOS_PORT`): a port in use or an address this
    * machine does not have is then reported naming the variable, its value and what to do (listenFailure).
@@ -62,14 +65,34 @@ export interface RunningServer {
 
 /** Listens, and resolves once the port is bound; rejects if it cannot be. */
 export async function serve(app: Express, options: ServeOptions): Promise<RunningServer> {
-  const server = await new Promise<Server>((resolve, reject) => {
+  const limits = { ...DEFAULT_CONNECTION_LIMITS, ...options.connections };
+  const problem = connectionLimitsProblem(limits);
+  if (problem !== undefined) throw new Error(`headersTimeoutMs ${limits.headersTimeoutMs} ${problem}`);
+  // connectionsCheckingInterval is read only when the server starts listening, so every limit is set on the
+  // server before listen().
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
+    },
+    app,
+  );
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  server.maxConnections = limits.maxConnections;
+  reportDroppedConnections(server, options.logger, limits.maxConnections);
+  await new Promise<void>((resolve, reject) => {
     const fail = (err: Error) =>
       reject(
         options.variables === undefined
           ? err
           : listenFailure(err, { host: options.host, port: options.port, variables: options.variables }),
       );
-    const s = app.listen(options.port, options.host, (err?: Error) => (err ? fail(err) : resolve(s)));
+    server.once("error", fail);
+    server.listen(options.port, options.host, () => {
+      server.off("error", fail);
+      resolve();
+    });
   });
   const address = server.address();
   const port = typeof address === "object" && address !== null ? address.port : options.port;
@@ -92,6 +115,23 @@ export async function serve(app: Express, options: ServeOptions): Promise<Runnin
     return closing;
   };
   return { server, port, close };
+}
+
+/**
+ * A connection past maxConnections is closed as it opens ('drop'). One warning a minute at most says how
+ * many were, so a flood of connections cannot flood the log too.
+ */
+function reportDroppedConnections(server: Server, logger: Logger, maxConnections: number): void {
+  let dropped = 0;
+  let quietUntil = 0;
+  server.on("drop", () => {
+    dropped++;
+    const now = Date.now();
+    if (now < quietUntil) return;
+    logger.warn("connections refused: the connection cap is reached", { dropped, maxConnections });
+    dropped = 0;
+    quietUntil = now + 60_000;
+  });
 }
 
 /**

@@ -1,26 +1,39 @@
 /**
  * The decider against a real llama-server, beside the floor, in the same run: for `--parallel` 1, 4 and 16
  * and requests of 1, 16 and 100 mixed questions, what one request costs the server (prompt tokens it
- * evaluated, from its own /metrics) and the client (end-to-end time), next to the floor: one chat call
- * holding the same state and every question, `max_tokens: 1`, which reads the prompt once (the least
- * work any design must do). Every request, the decider's and the floor's, brings a state of its own (a
- * unified diff of about 1,600 tokens), so none finds another's prompt cached. Then throughput: 8 clients
- * sending 16-question requests at once against `--parallel 4`, beside one client.
+ * evaluated, from its own /metrics; its CPU time, from /proc) and the client (end-to-end time), four ways:
+ *
+ * - floor: one chat call holding the same state and every question, `max_tokens: 1`: it reads the prompt once
+ *   and answers nothing (the least work any design must do);
+ * - chat: the decider with LOCALDECIDER_PACK_PROMPTS=false, one chat call per question (the path before);
+ * - packed: the decider as deployed, a prompt's questions in one `/completion` call;
+ * - direct: the packed path's calls sent by this process itself (the decider's own modules, no HTTP hop
+ *   to a decider): what the packed decider costs without its own time.
+ *
+ * Every request brings a state of its own (a unified diff of about 1,600 tokens), so none finds another's
+ * prompt cached; each round runs the four in a rotated order, so load from elsewhere falls on all of them.
+ * Then throughput: 8 clients sending 16-question requests at once against `--parallel 4`, beside one client.
  *
  * Needs LLAMA_SERVER_BIN (a llama-server binary; never part of the repository). LLAMA_BENCH_MODEL: a GGUF
  * (default: the engine tests' tiny answering model, where times mean little but token counts are exact);
  * LLAMA_BENCH_FLAGS: more server flags (default: those docker-compose.yml runs the model server with);
- * BENCH_PARALLEL, BENCH_QUESTIONS: comma lists; BENCH_REQUESTS: requests per row (default 3, after a warm-up).
+ * BENCH_PARALLEL, BENCH_QUESTIONS: comma lists; BENCH_REQUESTS: requests per row and way (default 5, after a
+ * warm-up); BENCH_READY_S: seconds a server may take to load its model (default 60).
  * Run: LLAMA_SERVER_BIN=… pnpm --filter @localdecider/decider bench:llama-server
  */
 import type { ChildProcess } from "node:child_process";
 import type { TextQuestion } from "@localdecider/contracts/decider";
-import { packPrompts, partsOf } from "../src/decide/plan";
-import { renderPrompt } from "../src/decide/prompt";
+import { createLogger } from "@localdecider/service-kit";
+import { packPrompts, partsOf, planRequest } from "../src/decide/plan";
+import { probeOf } from "../src/decide/probe";
+import { promptOf, renderPrompt, stateBlock } from "../src/decide/prompt";
+import { OpenAIUpstream } from "../src/upstream/openai-upstream";
+import { ModelListProbe } from "../src/upstream/readiness";
+import { ServerCheck } from "../src/upstream/server-check";
 import { ANSWER_MODEL } from "../test/engine/answer-model";
 import { llamaServerBackend, type ProcessBackend, stopProcess } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
-import { startDecider } from "./processes";
+import { cpuNs, type Decider, startDecider } from "./processes";
 import { median, questions } from "./workload";
 
 const BIN = process.env.LLAMA_SERVER_BIN;
@@ -28,7 +41,8 @@ const list = (value: string | undefined, fallback: number[]) =>
   value === undefined ? fallback : value.split(",").map((v) => Number(v.trim()));
 const PARALLEL = list(process.env.BENCH_PARALLEL, [1, 4, 16]);
 const SIZES = list(process.env.BENCH_QUESTIONS, [1, 16, 100]);
-const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3);
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 5);
+const READY_MS = Number(process.env.BENCH_READY_S ?? 60) * 1000;
 /** The flags docker-compose.yml gives the model server (see its comments), unless told otherwise. */
 const FLAGS = (process.env.LLAMA_BENCH_FLAGS ?? "--cache-ram 0").split(" ").filter((f) => f !== "");
 /** Tokens of context per slot: the floor's prompt at 100 questions (about 8,500 here), with room to spare. */
@@ -71,32 +85,91 @@ function floorBody(model: string, state: unknown, n: number): string {
   return JSON.stringify({ model, messages: renderPrompt(state, all ?? []), max_tokens: 1, temperature: 0 });
 }
 
-async function timed(url: string, body: string): Promise<number> {
-  const started = performance.now();
+async function post(url: string, body: string): Promise<void> {
   const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body });
   const text = await res.text();
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${text.slice(0, 500)}`);
-  return performance.now() - started;
+}
+
+/**
+ * The packed decider's calls for a request of `n` questions, sent from here: the decider's plan, prompts and
+ * probes, through its own adapter (checked like the decider's, so it packs where the decider does), one
+ * prompt after another in slot 0.
+ */
+async function directPacked(upstream: OpenAIUpstream, state: unknown, n: number): Promise<void> {
+  const plan = planRequest(questions(n) as Record<string, TextQuestion>, {
+    questionsPerCall: 16,
+    outcomesPerCall: 128,
+  });
+  const block = stateBlock(state);
+  const options = { signal: new AbortController().signal, slot: 0 };
+  for (const parts of plan.firstRound) {
+    const shared = promptOf(block, parts);
+    const probes = parts.map((part, i) => probeOf(shared, part, i));
+    const many = upstream.probeMany;
+    if (probes.length > 1 && many !== undefined) await many(probes, options);
+    else for (const probe of probes) await upstream.probe(probe, options);
+  }
+}
+
+interface Way {
+  name: "floor" | "chat" | "packed" | "direct";
+  send: (seed: number) => Promise<void>;
+  /** The process whose CPU counts as the decider's (none for the floor and the direct calls). */
+  decider?: ChildProcess;
 }
 
 interface Measured {
   ms: number;
   tokens: number;
-}
-
-/** Runs `send` for one new state at a time and measures its time and the prompt tokens the server read. */
-async function measure(server: string, seeds: number[], send: (seed: number) => Promise<number>): Promise<Measured[]> {
-  const out: Measured[] = [];
-  for (const seed of seeds) {
-    const before = await promptTokens(server);
-    const ms = await send(seed);
-    out.push({ ms, tokens: (await promptTokens(server)) - before });
-  }
-  return out;
+  serverCpuMs: number;
+  deciderCpuMs: number;
 }
 
 let seedCounter = 1000;
-const freshSeeds = (count: number) => Array.from({ length: count }, () => seedCounter++);
+
+/** One request of `way` on a new state: its time, the prompt tokens the server read, the CPU it took. */
+async function measure(server: ProcessBackend, way: Way): Promise<Measured> {
+  const seed = seedCounter++;
+  const before = {
+    tokens: await promptTokens(server.url),
+    server: cpuNs(server.pid),
+    decider: cpuNs(way.decider?.pid),
+  };
+  const started = performance.now();
+  await way.send(seed);
+  const ms = performance.now() - started;
+  return {
+    ms,
+    tokens: (await promptTokens(server.url)) - before.tokens,
+    serverCpuMs: (cpuNs(server.pid) - before.server) / 1e6,
+    deciderCpuMs: (cpuNs(way.decider?.pid) - before.decider) / 1e6,
+  };
+}
+
+/** An adapter of this process over the server, checked as the decider's are (kind, slots, the seam). */
+async function checkedUpstream(server: ProcessBackend, parallel: number): Promise<OpenAIUpstream> {
+  const baseURL = `${server.url}/v1`;
+  const options = { baseURL, model: server.model, authorization: undefined, timeoutMs: 600_000 };
+  const upstream = new OpenAIUpstream(options);
+  const check = new ServerCheck(new ModelListProbe({ ...options, timeoutMs: 10_000 }), upstream, {
+    ...options,
+    timeoutMs: 60_000,
+    maxInflight: parallel,
+    allowNoLogprobs: false,
+    packPrompts: true,
+    logger: createLogger({ service: "bench", level: "silent" }),
+  });
+  const ready = await check.check();
+  if (!ready.ready) throw new Error(`the server failed the decider's start-up check: ${JSON.stringify(ready)}`);
+  if (upstream.profile.packing === undefined) {
+    // Measured all the same (the packed decider then asks chat calls too), and said in the output.
+    process.stderr.write("warning: this server's prompts cannot be packed; packed and direct are chat calls\n");
+  }
+  return upstream;
+}
+
+const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
 
 async function main(): Promise<void> {
   if (BIN === undefined) throw new Error("set LLAMA_SERVER_BIN to a llama-server binary");
@@ -105,59 +178,88 @@ async function main(): Promise<void> {
   const modelFile =
     process.env.LLAMA_BENCH_MODEL ?? tinyModelPath({ ...ANSWER_MODEL, contextLength: SLOT_CONTEXT * 2 });
   const rows: string[] = [];
-  let throughput = "";
+  const throughput: string[] = [];
   for (const parallel of PARALLEL) {
     const args = ["--parallel", String(parallel), "-c", String(parallel * SLOT_CONTEXT), "--metrics", ...FLAGS];
-    const server: ProcessBackend = await llamaServerBackend(BIN, modelFile, args);
-    let decider: ChildProcess | undefined;
+    const server = await llamaServerBackend(BIN, modelFile, args, READY_MS);
+    const deciders: Decider[] = [];
     try {
-      const spawned = await startDecider({
-        LOCALDECIDER_UPSTREAM: server.url,
-        LOCALDECIDER_UPSTREAM_MODEL: server.model,
-        LOCALDECIDER_MAX_INFLIGHT: String(parallel),
-        LOCALDECIDER_TIMEOUT: "600",
-      });
-      decider = spawned.child;
-      const chat = `${server.url}/v1/chat/completions`;
-      const decide = (n: number) => (seed: number) =>
-        timed(
-          `${spawned.url}/v1/systemone`,
+      const decider = async (packed: boolean) => {
+        const started = await startDecider({
+          LOCALDECIDER_UPSTREAM: server.url,
+          LOCALDECIDER_UPSTREAM_MODEL: server.model,
+          LOCALDECIDER_MAX_INFLIGHT: String(parallel),
+          LOCALDECIDER_TIMEOUT: "600",
+          LOCALDECIDER_PACK_PROMPTS: String(packed),
+        });
+        deciders.push(started);
+        return started;
+      };
+      const [chat, packed] = [await decider(false), await decider(true)];
+      const upstream = await checkedUpstream(server, parallel);
+      const chatURL = `${server.url}/v1/chat/completions`;
+      const decide = (d: Decider, n: number) => (seed: number) =>
+        post(
+          `${d.url}/v1/systemone`,
           JSON.stringify({ model: "localdecider", state: diffState(seed), questions: questions(n) }),
         );
       for (const n of SIZES) {
-        // Warm-up: one of each, on states of their own.
-        await measure(server.url, freshSeeds(1), decide(n));
-        await measure(server.url, freshSeeds(1), (seed) => timed(chat, floorBody(server.model, diffState(seed), n)));
-        const ours = await measure(server.url, freshSeeds(REQUESTS), decide(n));
-        const floor = await measure(server.url, freshSeeds(REQUESTS), (seed) =>
-          timed(chat, floorBody(server.model, diffState(seed), n)),
-        );
-        const [ms, floorMs] = [median(ours.map((m) => m.ms)), median(floor.map((m) => m.ms))];
-        const [tokens, floorTokens] = [median(ours.map((m) => m.tokens)), median(floor.map((m) => m.tokens))];
+        const ways: Way[] = [
+          { name: "floor", send: (seed) => post(chatURL, floorBody(server.model, diffState(seed), n)) },
+          { name: "chat", send: decide(chat, n), decider: chat.child },
+          { name: "packed", send: decide(packed, n), decider: packed.child },
+          { name: "direct", send: (seed) => directPacked(upstream, diffState(seed), n) },
+        ];
+        const got = new Map<Way["name"], Measured[]>(ways.map((w) => [w.name, []]));
+        for (let round = 0; round <= REQUESTS; round++) {
+          for (let k = 0; k < ways.length; k++) {
+            const way = ways[(round + k) % ways.length] as Way;
+            const m = await measure(server, way);
+            // Round 0 warms each way up.
+            if (round > 0) got.get(way.name)?.push(m);
+          }
+        }
+        const med = (name: Way["name"], key: keyof Measured) => median((got.get(name) ?? []).map((m) => m[key]));
+        const floor = med("floor", "ms");
+        const cell = (name: Way["name"]) => `${med(name, "ms").toFixed(0)} (${ratio(med(name, "ms"), floor)})`;
+        const floorTokens = med("floor", "tokens");
+        const tokens = (name: Way["name"]) => `${med(name, "tokens")} (${ratio(med(name, "tokens"), floorTokens)})`;
+        const cpu = (name: Way["name"], key: "serverCpuMs" | "deciderCpuMs") => med(name, key).toFixed(0);
         rows.push(
-          `| ${parallel} | ${n} | ${ms.toFixed(0)} | ${floorMs.toFixed(0)} | ${(ms / floorMs).toFixed(2)}× | ${tokens} / ${floorTokens} (${(tokens / floorTokens).toFixed(2)}×) |`,
+          `| ${parallel} | ${n} | ${floor.toFixed(0)} | ${cell("chat")} | ${cell("packed")} | ${cell("direct")} | ` +
+            `${floorTokens} / ${tokens("chat")} / ${tokens("packed")} | ` +
+            `${cpu("floor", "serverCpuMs")} / ${cpu("chat", "serverCpuMs")} / ${cpu("packed", "serverCpuMs")} | ` +
+            `${cpu("chat", "deciderCpuMs")} / ${cpu("packed", "deciderCpuMs")} |`,
         );
         process.stderr.write(`${rows[rows.length - 1]}\n`);
       }
       if (parallel === 4 && SIZES.includes(16)) {
-        const one = performance.now();
-        for (const seed of freshSeeds(8)) await decide(16)(seed);
-        const oneRate = (8 * 16) / ((performance.now() - one) / 1000);
-        const eight = performance.now();
-        await Promise.all(freshSeeds(8).map((seed) => decide(16)(seed)));
-        const eightRate = (8 * 16) / ((performance.now() - eight) / 1000);
-        throughput = `8 × 16 questions on --parallel 4: one client ${oneRate.toFixed(1)} questions/s, 8 clients at once ${eightRate.toFixed(1)} questions/s (${(eightRate / oneRate).toFixed(2)}×)`;
+        for (const [name, d] of [
+          ["chat", chat],
+          ["packed", packed],
+        ] as const) {
+          const seeds = (count: number) => Array.from({ length: count }, () => seedCounter++);
+          const one = performance.now();
+          for (const seed of seeds(8)) await decide(d, 16)(seed);
+          const oneRate = (8 * 16) / ((performance.now() - one) / 1000);
+          const eight = performance.now();
+          await Promise.all(seeds(8).map((seed) => decide(d, 16)(seed)));
+          const eightRate = (8 * 16) / ((performance.now() - eight) / 1000);
+          throughput.push(
+            `${name}: 8 × 16 questions on --parallel 4: one client ${oneRate.toFixed(1)} questions/s, 8 clients at once ${eightRate.toFixed(1)} questions/s (${(eightRate / oneRate).toFixed(2)}×)`,
+          );
+        }
       }
     } finally {
-      if (decider !== undefined) await stopProcess(decider);
+      for (const d of deciders) await stopProcess(d.child);
       await server.stop();
     }
   }
   process.stdout.write(
-    `decider against llama-server (${modelFile.split("/").pop()}, flags: ${FLAGS.join(" ") || "none"}), ${REQUESTS} requests per row after a warm-up, medians; floor = one call with the same state and every question, max_tokens 1\n\n` +
-      "| --parallel | questions | decider ms | floor ms | decider / floor | prompt tokens evaluated, decider / floor |\n" +
-      "|---:|---:|---:|---:|---:|---:|\n" +
-      `${rows.join("\n")}\n\n${throughput}\n`,
+    `decider against llama-server (${modelFile.split("/").pop()}, flags: ${FLAGS.join(" ") || "none"}), ${REQUESTS} requests per row and way after a warm-up, medians, the ways in a rotated order each round; floor = one chat call with the same state and every question, max_tokens 1; chat = the decider with LOCALDECIDER_PACK_PROMPTS=false; packed = the decider as deployed; direct = the packed decider's calls sent by the benchmark itself\n\n` +
+      "| --parallel | questions | floor ms | chat ms (× floor) | packed ms (× floor) | direct ms (× floor) | prompt tokens: floor / chat / packed | server CPU ms: floor / chat / packed | decider CPU ms: chat / packed |\n" +
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" +
+      `${rows.join("\n")}\n\n${throughput.join("\n")}\n`,
   );
 }
 

@@ -1,6 +1,6 @@
 /** The benchmarks' processes: deciders (their own built main.js) and fake model servers, on loopback. */
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { freePort, stopProcess, waitUntilOk } from "../test/engine/backends";
@@ -88,4 +88,20 @@ export function cpuMs(pid: number): number {
   // Fields after the command name, which may hold spaces: state is the 3rd field, utime the 14th.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * Nanoseconds of CPU a process's threads have run (/proc/<pid>/task/<tid>/schedstat: nanosecond resolution,
+ * where /proc/<pid>/stat counts 10 ms ticks); 0 where there is no /proc. A thread that ended is not counted.
+ */
+export function cpuNs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    return readdirSync(`/proc/${pid}/task`).reduce((sum, tid) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8");
+      return sum + Number(stat.split(" ")[0]);
+    }, 0);
+  } catch {
+    return 0;
+  }
 }

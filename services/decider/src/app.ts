@@ -31,6 +31,7 @@ import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue, questionCount } from "./routes/input-limits";
+import { invalidBody } from "./routes/invalid-body";
 import { tooManyQuestions } from "./upstream/failure";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
@@ -92,7 +93,9 @@ export function buildDeciderOpenApi(options: { hostCheck: boolean }): OpenApiDoc
       title: "localdecider decider",
       version: SERVICE_VERSION,
       description:
-        "Calibrated answers from token logprobs of an OpenAI-compatible model server. GET /metrics (Prometheus), " +
+        "Calibrated answers from the token probabilities of a local LLM: one this process runs itself (the embedded " +
+        "engine, llama.cpp through node-llama-cpp; the default, LOCALDECIDER_UPSTREAM unset), or one behind " +
+        "OpenAI-compatible model servers (LOCALDECIDER_UPSTREAM). GET /metrics (Prometheus), " +
         "GET /openapi.json and GET /docs are open even when LOCALDECIDER_API_KEY is set.",
     },
     routes: deciderRoutes,
@@ -177,10 +180,10 @@ export function createApp(deps: AppDeps): DeciderApp {
         const issue = inputLimitIssue(body);
         if (issue !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [issue] });
       },
-      invalid: (_part, error) =>
-        deciderError("invalid_request", "Invalid request body", {
-          details: validationDetails(error, { root: "body" }),
-        }),
+      invalid: (_part, error, body) => {
+        const { message, details } = invalidBody(body, validationDetails(error, { root: "body" }));
+        return deciderError("invalid_request", message, { details });
+      },
       methodNotAllowed: (method) => deciderError("method_not_allowed", `Method ${method} not allowed on this path`),
     },
   );

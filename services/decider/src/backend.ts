@@ -2,6 +2,7 @@ import path from "node:path";
 import type { BackendInfo } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Config } from "./config";
+import { DEMO_FILE } from "./engine/demo/demo-model";
 import { EmbeddedUpstream } from "./engine/embedded-upstream";
 import { defaultModelsDir, parseModelSource } from "./engine/model-source";
 import { parseUpstreams, upstreamAddress, upstreamAuthorization } from "./upstream/address";
@@ -75,6 +76,7 @@ export function createBackend(config: Config, logger: Logger, slots: number): Ba
           timeoutMs: checkMs,
           maxInflight: slots,
           allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
+          packPrompts: config.LOCALDECIDER_PACK_PROMPTS,
           logger,
         }),
       };
@@ -94,7 +96,8 @@ export function createBackend(config: Config, logger: Logger, slots: number): Ba
     },
     logger,
   });
-  return embeddedBackend(embedded, source.kind === "file" ? source.path : source.cachePath, logger);
+  const file = source.kind === "demo" ? DEMO_FILE : source.kind === "file" ? source.path : source.cachePath;
+  return embeddedBackend(embedded, file, logger);
 }
 
 /** Model servers already made (one or several) as a Backend: the pool that chooses among them. */
@@ -122,13 +125,20 @@ export function embeddedBackend(
   logger: Logger,
   upstream: Upstream = embedded,
 ): Backend {
+  // No address to keep from anyone: the same text with or without the API key.
+  const display = embedded.isDemo ? "embedded demo model (random weights: its answers are meaningless)" : "embedded";
   return {
-    pool: new ServerPool([{ id: "embedded", label: "embedded", upstream, probe: embedded }], logger),
-    display: "embedded",
+    pool: new ServerPool([{ id: "embedded", label: display, upstream, probe: embedded }], logger),
+    display,
     model: path.basename(file).replace(/\.gguf$/i, ""),
     describe: () => {
       const info = embedded.info;
-      const base = { kind: "embedded" as const, source: embedded.modelLabel, state: embedded.stateText };
+      const base = {
+        kind: "embedded" as const,
+        source: embedded.modelLabel,
+        state: embedded.stateText,
+        phase: embedded.current.phase,
+      };
       if (info === undefined) return base;
       return {
         ...base,

@@ -1,7 +1,10 @@
+import path from "node:path";
 import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
 import {
   allowedHostsSchema,
   byteSize,
+  connectionLimit,
+  connectionLimitsProblem,
   corsOriginsSchema,
   isBearerToken,
   LOG_LEVELS,
@@ -106,18 +109,37 @@ export const configSchema = z
     // A backend that reports no logprobs fails every decision with 502 no_logprobs unless this is true;
     // then each answer is the emitted outcome with probability 1.
     LOCALDECIDER_ALLOW_NO_LOGPROBS: z.stringbool().default(false),
+    // On a llama.cpp server whose template's seam the start-up check verified, a prompt's questions go in
+    // one /completion call (the same tokens and alternatives as one chat call each); false: chat calls.
+    LOCALDECIDER_PACK_PROMPTS: z.stringbool().default(true),
     // Bytes, read from `1mb`, `512kb`, `2m`… (never a bare `2` meaning 2 bytes: below 1 KiB is refused).
     LOCALDECIDER_BODY_LIMIT: byteSize({ min: 1024, fallback: "1mb" }),
     // Path of a calibration file written by `pnpm decider eval --fit`; unset = answers as the model gives them.
     // The file itself is checked at boot (a malformed one stops the start, naming the file).
     LOCALDECIDER_CALIBRATION: z.string().min(1).max(4096).optional(),
+    // Receiving a request, not answering it (a decision may take LOCALDECIDER_TIMEOUT): a client trickling its
+    // headers or body is answered 408 and closed. See the kit's connection-limits.ts.
+    LOCALDECIDER_HEADERS_TIMEOUT_MS: connectionLimit("headersTimeoutMs"),
+    LOCALDECIDER_REQUEST_TIMEOUT_MS: connectionLimit("requestTimeoutMs"),
+    LOCALDECIDER_IDLE_TIMEOUT_MS: connectionLimit("keepAliveTimeoutMs"),
+    // Connections held at once; one more is closed as it opens.
+    LOCALDECIDER_MAX_CONNECTIONS: connectionLimit("maxConnections"),
+    LOCALDECIDER_TIMEOUT_CHECK_MS: connectionLimit("connectionsCheckingIntervalMs"),
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
     /** "json" (one object a line, the default) or "pretty" (one readable line, for development). */
     LOG_FORMAT: logFormatSchema(),
   })
   .superRefine((config, ctx) => {
+    const timeouts = connectionLimitsProblem({
+      headersTimeoutMs: config.LOCALDECIDER_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.LOCALDECIDER_REQUEST_TIMEOUT_MS,
+    });
+    if (timeouts !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_HEADERS_TIMEOUT_MS"], message: timeouts });
+    }
     try {
-      parseModelSource(config.LOCALDECIDER_MODEL);
+      // Its form only: HF_ENDPOINT and HF_TOKEN are read (and checked) when the embedded engine is built.
+      parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
     } catch (err) {
       ctx.addIssue({ code: "custom", path: ["LOCALDECIDER_MODEL"], message: (err as Error).message });
     }
@@ -157,3 +179,36 @@ export const configSchema = z
   });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * The directory relative paths in the environment are read from: the one the user ran the command in. pnpm
+ * and npm run a package's script in the package's folder and say where they were run in INIT_CWD, so
+ * `LOCALDECIDER_CALIBRATION=eval-out/calibration.json pnpm --filter @localdecider/decider start`, run from the
+ * repository root, means the root's eval-out (where `pnpm decider eval` wrote it), not services/decider's.
+ * Started any other way (`node dist/main.js`, Docker), the working directory.
+ */
+export function invocationDir(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  const init = env.INIT_CWD;
+  return init !== undefined && path.isAbsolute(init) ? init : cwd;
+}
+
+/**
+ * The config with its relative paths made absolute against `dir` (invocationDir): a model file path and
+ * LOCALDECIDER_MODELS_DIR. (LOCALDECIDER_CALIBRATION is resolved by loadCalibration, whose errors show both.)
+ */
+export function withAbsolutePaths(config: Config, dir: string): Config {
+  const source = parseModelSource(config.LOCALDECIDER_MODEL, dir, {});
+  const modelsDir = config.LOCALDECIDER_MODELS_DIR;
+  return {
+    ...config,
+    ...(source.kind === "file" ? { LOCALDECIDER_MODEL: source.path } : {}),
+    ...(modelsDir === undefined ? {} : { LOCALDECIDER_MODELS_DIR: path.resolve(dir, modelsDir) }),
+  };
+}
+
+/** The embedded engine's model file, when LOCALDECIDER_MODEL is a path (not a download, not a model server). */
+export function embeddedModelFile(config: Config): string | undefined {
+  if (config.LOCALDECIDER_UPSTREAM !== undefined) return undefined;
+  const source = parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
+  return source.kind === "file" ? source.path : undefined;
+}

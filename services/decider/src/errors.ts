@@ -10,7 +10,7 @@ export function deciderError(
     details?: ValidationIssue[];
     headers?: Record<string, string>;
     cause?: unknown;
-    logLevel?: "error" | "warn" | "info";
+    logLevel?: "error" | "warn" | "info" | "debug";
   } = {},
 ): AppError {
   return new AppError(DECIDER_ERROR_STATUS[code], message, { code, ...options });

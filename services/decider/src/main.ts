@@ -1,3 +1,4 @@
+import path from "node:path";
 import {
   createLogger,
   describeError,
@@ -11,14 +12,19 @@ import {
 import { createApp } from "./app";
 import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
-import { type Config, configSchema } from "./config";
+import { type Config, configSchema, embeddedModelFile, invocationDir, withAbsolutePaths } from "./config";
 import { PROMPT_VERSION } from "./decide/prompt";
+import { checkDemoAvailable, DEMO_MODEL } from "./engine/demo/demo-model";
+import { checkModelFile } from "./engine/model-source";
 import { UpstreamLimiter } from "./limits/limiter";
 import type { SharedLimits } from "./limits/types";
 import { SERVICE_VERSION } from "./version";
 
 async function main(): Promise<void> {
-  const config = loadConfig(configSchema);
+  // Relative paths are read from where the command was run (pnpm runs the start script in services/decider).
+  const dir = invocationDir();
+  const loaded = loadConfig(configSchema);
+  const config = withAbsolutePaths(loaded, dir);
   const logger = createLogger({ service: "decider", level: config.LOG_LEVEL, format: config.LOG_FORMAT });
   warnUnknownVariables(logger, configSchema, ["LOCALDECIDER_"]);
   // Kept in the schema so existing environments still start; it has bounded nothing since each call decodes
@@ -31,7 +37,11 @@ async function main(): Promise<void> {
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
   // Before the backend: a bad calibration file stops the start before any model is fetched or loaded.
   const calibration =
-    config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION);
+    config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION, dir);
+  // The embedded engine's model given as a path must be there: a typo or a missing mount stops the start.
+  const modelFile = embeddedModelFile(config);
+  if (modelFile !== undefined) checkModelFile(loaded.LOCALDECIDER_MODEL, modelFile);
+  if (config.LOCALDECIDER_UPSTREAM === undefined && config.LOCALDECIDER_MODEL === DEMO_MODEL) checkDemoAvailable();
   const shared = await sharedLimits(config, logger);
   const limiter = new UpstreamLimiter(config.LOCALDECIDER_MAX_INFLIGHT, config.LOCALDECIDER_MAX_QUEUE, shared);
   const backend = createBackend(config, logger, limiter.maxInflight);
@@ -68,6 +78,13 @@ async function main(): Promise<void> {
     },
     // In-flight decisions may legitimately take up to one upstream timeout.
     drainTimeoutMs: timeoutMs,
+    connections: {
+      headersTimeoutMs: config.LOCALDECIDER_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.LOCALDECIDER_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: config.LOCALDECIDER_IDLE_TIMEOUT_MS,
+      maxConnections: config.LOCALDECIDER_MAX_CONNECTIONS,
+      connectionsCheckingIntervalMs: config.LOCALDECIDER_TIMEOUT_CHECK_MS,
+    },
     variables: { host: "LOCALDECIDER_HOST", port: "LOCALDECIDER_PORT" },
   });
   exitOnSignals(running, logger);
@@ -88,7 +105,7 @@ async function main(): Promise<void> {
       calibration === undefined
         ? "off"
         : {
-            file: config.LOCALDECIDER_CALIBRATION,
+            file: path.resolve(dir, config.LOCALDECIDER_CALIBRATION as string),
             fittedAt: calibration.file.fitted_at,
             ...calibration.describe().temperatures,
           },

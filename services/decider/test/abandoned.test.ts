@@ -17,7 +17,7 @@ import {
 const decision = (question: string) => ({
   model: "localdecider",
   state: "s",
-  questions: { [question]: { type: "noul", instructions: "Is it?" } },
+  questions: { [question]: { type: "noul", instructions: "Is it so?" } },
 });
 
 /** A decision over a real connection that the test can cut (destroy) as a client that gives up. */

@@ -15,7 +15,7 @@ import { capturingLogger, type DeciderUnderTest, deciderFor, deciderOver } from 
  */
 
 const KEY = "the-api-key";
-const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } };
+const decision = { model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it so?" } } };
 
 describe("internal addresses on the open endpoints", () => {
   let fakes: FakeUpstream[] = [];

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { FakeUpstream } from "./fake-upstream/server";
 import { DeciderProcess } from "./shared/processes";
 
@@ -72,5 +73,38 @@ describe("the decider at boot", () => {
     process_ = await new DeciderProcess(env).start();
     const off = await fetch(`${process_.url}/v1/models`, { headers: { origin: app } });
     expect(off.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
+  it("answers 408 and closes a connection that trickles its headers past LOCALDECIDER_HEADERS_TIMEOUT_MS", async () => {
+    process_ = await new DeciderProcess({
+      LOCALDECIDER_UPSTREAM: upstream,
+      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+      LOCALDECIDER_HEADERS_TIMEOUT_MS: "1000",
+      LOCALDECIDER_REQUEST_TIMEOUT_MS: "1000",
+      LOCALDECIDER_TIMEOUT_CHECK_MS: "100",
+    }).start();
+    const { port } = new URL(process_.url);
+    const received = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), "127.0.0.1", () => socket.write("GET /health HTTP/1.1\r\nX-Slow: "));
+      let text = "";
+      let sent = 0;
+      // One byte every 100 ms, at most 40 (4 s): a server that never closes fails the test.
+      const drip = setInterval(() => {
+        if (sent++ >= 40) {
+          clearInterval(drip);
+          socket.destroy();
+          reject(new Error("the decider kept a trickling connection open"));
+        } else socket.write("a");
+      }, 100);
+      socket.on("data", (chunk) => {
+        text += String(chunk);
+      });
+      socket.on("error", () => undefined);
+      socket.on("close", () => {
+        clearInterval(drip);
+        resolve(text);
+      });
+    });
+    expect(received).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
   });
 });

@@ -3,7 +3,8 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";
 import { ConfigError, loadConfig } from "@localdecider/service-kit";
-import { configSchema } from "../src/config";
+import { configSchema, invocationDir, withAbsolutePaths } from "../src/config";
+import { AUTO_CONTEXT_TOKENS } from "../src/engine/llama-engine";
 import { upstreamAddress, upstreamBaseURL } from "../src/upstream/address";
 import { SERVICE_VERSION } from "../src/version";
 
@@ -28,7 +29,13 @@ describe("configSchema", () => {
       LOCALDECIDER_QUESTIONS_PER_CALL: 16,
       LOCALDECIDER_OUTCOMES_PER_CALL: 128,
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
+      LOCALDECIDER_PACK_PROMPTS: true,
       LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
+      LOCALDECIDER_HEADERS_TIMEOUT_MS: 20_000,
+      LOCALDECIDER_REQUEST_TIMEOUT_MS: 30_000,
+      LOCALDECIDER_IDLE_TIMEOUT_MS: 5_000,
+      LOCALDECIDER_MAX_CONNECTIONS: 1_024,
+      LOCALDECIDER_TIMEOUT_CHECK_MS: 5_000,
       LOG_LEVEL: "info",
       LOG_FORMAT: "json",
     });
@@ -62,8 +69,14 @@ describe("configSchema", () => {
       "LOCALDECIDER_QUESTIONS_PER_CALL",
       "LOCALDECIDER_OUTCOMES_PER_CALL",
       "LOCALDECIDER_ALLOW_NO_LOGPROBS",
+      "LOCALDECIDER_PACK_PROMPTS",
       "LOCALDECIDER_BODY_LIMIT",
       "LOCALDECIDER_CALIBRATION",
+      "LOCALDECIDER_HEADERS_TIMEOUT_MS",
+      "LOCALDECIDER_REQUEST_TIMEOUT_MS",
+      "LOCALDECIDER_IDLE_TIMEOUT_MS",
+      "LOCALDECIDER_MAX_CONNECTIONS",
+      "LOCALDECIDER_TIMEOUT_CHECK_MS",
       "LOG_LEVEL",
       "LOG_FORMAT",
     ]);
@@ -237,6 +250,12 @@ describe("every variable refuses values that can never work, naming itself", () 
         'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
       ],
     ],
+    LOCALDECIDER_PACK_PROMPTS: [
+      [
+        "sometimes",
+        'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
+      ],
+    ],
     LOCALDECIDER_BODY_LIMIT: [
       ["2", '"2" is 2 bytes; at least 1024 bytes are needed (write units: 512kb, 2mb)'],
       ["2 bananas", 'not a size: write it like 512kb, 2mb or 1gb (got "2 bananas")'],
@@ -244,6 +263,17 @@ describe("every variable refuses values that can never work, naming itself", () 
     ],
     // Any path is read at boot (a missing or malformed file stops it: calibration.test.ts); only its length is bounded.
     LOCALDECIDER_CALIBRATION: [["x".repeat(4097), "Too big: expected string to have <=4096 characters"]],
+    LOCALDECIDER_HEADERS_TIMEOUT_MS: [
+      ["999", "Too small: expected number to be >=1000"],
+      ["40000", "must not exceed the request timeout (30000 ms): the headers are part of the request"],
+    ],
+    LOCALDECIDER_REQUEST_TIMEOUT_MS: [
+      ["3600001", "Too big: expected number to be <=3600000"],
+      ["1m", "Invalid input: expected number, received NaN"],
+    ],
+    LOCALDECIDER_IDLE_TIMEOUT_MS: [["0", "Too small: expected number to be >=1000"]],
+    LOCALDECIDER_MAX_CONNECTIONS: [["0", "Too small: expected number to be >=1"]],
+    LOCALDECIDER_TIMEOUT_CHECK_MS: [["60001", "Too big: expected number to be <=60000"]],
     LOG_LEVEL: [
       ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
     ],
@@ -272,6 +302,38 @@ describe("every variable refuses values that can never work, naming itself", () 
     const limit = (v: string) => loadConfig(configSchema, { LOCALDECIDER_BODY_LIMIT: v }).LOCALDECIDER_BODY_LIMIT;
     expect([limit("2m"), limit("2MB"), limit("2mb"), limit("2 MB")]).toStrictEqual(new Array(4).fill(2 * 1024 ** 2));
     expect([limit("512kb"), limit("512K"), limit("1.5kb"), limit("4096")]).toStrictEqual([524288, 524288, 1536, 4096]);
+  });
+});
+
+describe("relative paths in the environment", () => {
+  it("are read from where the command was run: INIT_CWD when pnpm or npm set it, else the working directory", () => {
+    expect(invocationDir({ INIT_CWD: "/home/u/project" }, "/home/u/project/services/decider")).toBe("/home/u/project");
+    expect(invocationDir({}, "/srv/app")).toBe("/srv/app");
+    expect(invocationDir({ INIT_CWD: "relative/nonsense" }, "/srv/app")).toBe("/srv/app");
+  });
+
+  it("makes a model file path and the models directory absolute, and leaves URLs and hf: URIs alone", () => {
+    const config = loadConfig(configSchema, { LOCALDECIDER_MODEL: "models/m.gguf", LOCALDECIDER_MODELS_DIR: "cache" });
+    expect(withAbsolutePaths(config, "/u/p")).toMatchObject({
+      LOCALDECIDER_MODEL: "/u/p/models/m.gguf",
+      LOCALDECIDER_MODELS_DIR: "/u/p/cache",
+    });
+    const remote = loadConfig(configSchema, { LOCALDECIDER_MODEL: "https://example.com/m.gguf" });
+    expect(withAbsolutePaths(remote, "/u/p")).toStrictEqual(remote);
+    expect(withAbsolutePaths(loadConfig(configSchema, {}), "/u/p").LOCALDECIDER_MODEL).toBe(
+      "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+    );
+  });
+});
+
+describe("the README's embedded-engine figures", () => {
+  it("show the context `auto` gives the default model (trained on 32,768) and the KV cache of two such sequences", () => {
+    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+    const auto = Math.min(32_768, AUTO_CONTEXT_TOKENS);
+    expect(readme).toContain(`"context_size":${auto},"sequences":2,"train_context_size":32768`);
+    // Qwen2.5-1.5B: 28 layers × 2 KV heads × 128 dimensions × key and value × 2 bytes per token.
+    const mib = (28 * 2 * 128 * 2 * 2 * auto * 2) / 2 ** 20;
+    expect(readme).toContain(`${mib} MiB for the default 2 sequences × ${auto} tokens`);
   });
 });
 

@@ -7,6 +7,8 @@ import { CalibrationFile } from "@localdecider/contracts/decider";
 import { spawnTracked } from "@localdecider/test-env/processes";
 import request from "supertest";
 import { loadCalibration } from "../src/calibration/load";
+import { ModelFileServer } from "./embedded/model-server";
+import { tinyModelPath } from "./engine/tiny-model";
 import { deciderFor, type Harness, harness, listen } from "./helpers";
 
 /**
@@ -353,6 +355,88 @@ describe("pnpm decider eval interrupted and resumed", () => {
   });
 });
 
+describe("pnpm decider eval against an embedded model that is not loaded", () => {
+  let files: ModelFileServer;
+  beforeEach(async () => {
+    files = new ModelFileServer();
+    await files.start();
+  });
+  afterEach(async () => {
+    await files.stop();
+  });
+
+  const embeddedEnv = (model: string) => ({
+    LOCALDECIDER_MODEL: model,
+    LOCALDECIDER_MODELS_DIR: join(dir, "models"),
+    LOCALDECIDER_CONTEXT_SIZE: "2048",
+    LOCALDECIDER_THREADS: "1",
+  });
+
+  it("stops after the preflight with the decider's reason when the model failed, and asks nothing", async () => {
+    const uri = `${files.url}/missing.gguf`;
+    const service = await startMain(embeddedEnv(uri));
+    try {
+      const data = join(dir, "data.jsonl");
+      writeFileSync(data, `${record(0)}\n`);
+      const out = join(dir, "out");
+      const run = await runCli(evalArgs(data, service.url, out));
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(
+        `decider eval: the decider at ${service.url} cannot answer: its model ${uri} is not loaded: model download failed: ${uri}: HTTP 404 Not Found\n`,
+      );
+      expect(existsSync(out)).toBe(false);
+      const metrics = await (await fetch(`${service.url}/metrics`)).text();
+      expect(metrics).not.toMatch(/http_requests_total\{[^}]*route="\/v1\/systemone"/);
+    } finally {
+      await service.stop();
+    }
+  });
+
+  it("waits for a model on its way, saying so, then asks the records", async () => {
+    const model = readFileSync(tinyModelPath());
+    files.serve("/tiny.gguf", { bytes: model, holdAfter: Math.floor(model.length / 2) });
+    const service = await startMain(embeddedEnv(`${files.url}/tiny.gguf`));
+    try {
+      const data = join(dir, "data.jsonl");
+      writeFileSync(data, `${[record(0), record(1)].join("\n")}\n`);
+      const out = join(dir, "out");
+      const run = await runCli(
+        evalArgs(data, service.url, out, "--bootstrap", "0", "--no-charts"),
+        (_child, output) => {
+          void until(
+            () => output.stderr.includes("waiting for the decider's model: downloading model"),
+            "the wait",
+          ).then(() => files.release());
+        },
+      );
+      expect(run.stderr).toMatch(
+        /^waiting for the decider's model: (starting the engine|downloading model \(\d+ %\))\n/,
+      );
+      expect(run.stderr).toContain("waiting for the decider's model: downloading model (");
+      expect(run.code).toBe(0);
+      const report = JSON.parse(readFileSync(join(out, "report.json"), "utf8"));
+      expect(report.records).toMatchObject({ total: 2, answered: 2, failed: 0 });
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+describe("pnpm decider --version", () => {
+  it("prints the tool's name and version and exits 0", async () => {
+    const pkg = JSON.parse(readFileSync(join(REPO, "tools", "decider-eval", "package.json"), "utf8"));
+    for (const args of [["--version"], ["eval", "--version"]]) {
+      const child = spawnTracked(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      child.stdout?.on("data", (c: Buffer) => {
+        stdout += c.toString();
+      });
+      const code = await new Promise((resolve) => child.on("close", resolve));
+      expect([code, stdout]).toStrictEqual([0, `decider-eval ${pkg.version}\n`]);
+    }
+  });
+});
+
 describe("LOCALDECIDER_CALIBRATION at boot", () => {
   it.each([
     ["not JSON", "{", /is not JSON/],
@@ -387,10 +471,113 @@ describe("LOCALDECIDER_CALIBRATION at boot", () => {
     const run = await startFailing({ LOCALDECIDER_CALIBRATION: path });
     expect(run.code).toBe(1);
     expect(run.stderr.trim()).toBe(
-      `decider failed to start: LOCALDECIDER_CALIBRATION: calibration file ${path}: cannot be read (ENOENT)`,
+      `decider failed to start: LOCALDECIDER_CALIBRATION: calibration file ${path}: cannot be read (ENOENT: there is no such file)`,
+    );
+  });
+
+  it("says where it looked for a relative path: in the directory the command was run in (INIT_CWD)", async () => {
+    const run = await startFailing({ LOCALDECIDER_CALIBRATION: "eval-out/missing.json", INIT_CWD: dir });
+    expect(run.code).toBe(1);
+    expect(run.stderr.trim()).toBe(
+      `decider failed to start: LOCALDECIDER_CALIBRATION: calibration file eval-out/missing.json (looked for at ${join(dir, "eval-out", "missing.json")}): cannot be read (ENOENT: there is no such file)`,
     );
   });
 });
+
+describe("the root README's two commands, run from one directory", () => {
+  it("pnpm decider eval --fit writes eval-out/calibration.json there and prints its absolute path, and pnpm --filter @localdecider/decider start finds it by the same relative path", async () => {
+    writeFileSync(join(dir, "data.jsonl"), `${Array.from({ length: 36 }, (_, i) => record(i)).join("\n")}\n`);
+    // As the README has them, with --dir naming the checkout: pnpm runs both scripts in their packages'
+    // folders (the repository root, services/decider), and this directory is where they were run from.
+    const fit = await runPnpm(
+      [
+        ...["--dir", REPO, "decider", "eval", "--data", "data.jsonl", "--url", served.url, "--out", "eval-out"],
+        ...["--fit", "--quiet", "--bootstrap", "0", "--no-charts", "--min-per-name", "100000"],
+      ],
+      dir,
+    );
+    expect(fit.code).toBe(0);
+    const file = join(dir, "eval-out", "calibration.json");
+    expect(fit.stdout).toContain(`(start the decider with LOCALDECIDER_CALIBRATION=${file})`);
+    const fitted = CalibrationFile.parse(JSON.parse(readFileSync(file, "utf8")));
+
+    const service = await startWithPnpm(
+      {
+        LOCALDECIDER_CALIBRATION: "eval-out/calibration.json",
+        LOCALDECIDER_UPSTREAM: h.upstream,
+        LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+      },
+      dir,
+    );
+    try {
+      const models = (await (await fetch(`${service.url}/v1/models`)).json()) as { calibration: unknown };
+      expect(models.calibration).toMatchObject({ active: true, fitted_at: fitted.fitted_at });
+      expect(service.listening.calibration).toMatchObject({ file });
+    } finally {
+      await service.stop();
+    }
+  });
+});
+
+/** `pnpm <args>` run in `cwd`, to its end. */
+function runPnpm(args: string[], cwd: string): Promise<CliRun> {
+  const child = spawnTracked("pnpm", args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const output = { stdout: "", stderr: "" };
+  child.stdout?.on("data", (c: Buffer) => {
+    output.stdout += c.toString();
+  });
+  child.stderr?.on("data", (c: Buffer) => {
+    output.stderr += c.toString();
+  });
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, ...output }));
+  });
+}
+
+/**
+ * `pnpm --dir <repo> --filter @localdecider/decider start` run in `cwd`, in a process group of its own (pnpm
+ * and the node it starts), stopped together by SIGTERM to the group; resolves once the decider listens.
+ */
+async function startWithPnpm(
+  env: Record<string, string>,
+  cwd: string,
+): Promise<{ url: string; listening: Record<string, unknown>; stop: () => Promise<void> }> {
+  const child = spawnTracked("pnpm", ["--dir", REPO, "--filter", "@localdecider/decider", "start"], {
+    cwd,
+    env: { ...process.env, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  const exited = new Promise((resolve) => child.on("exit", resolve));
+  const stop = async () => {
+    try {
+      process.kill(-(child.pid as number), "SIGTERM");
+    } catch {
+      // already gone
+    }
+    await exited;
+  };
+  let stderr = "";
+  child.stderr?.on("data", (c: Buffer) => {
+    stderr += c.toString();
+  });
+  try {
+    const listening = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      let text = "";
+      child.stdout?.on("data", (c: Buffer) => {
+        text += c.toString();
+        const line = text.split("\n").find((l) => l.includes('"decider listening"'));
+        if (line !== undefined) resolve(JSON.parse(line) as Record<string, unknown>);
+      });
+      child.on("exit", (code) => reject(new Error(`pnpm start exited with ${code}: ${stderr}`)));
+    });
+    return { url: `http://127.0.0.1:${listening.port as number}`, listening, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
 
 function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const child = spawnTracked(process.execPath, [MAIN], {

@@ -75,6 +75,10 @@ export interface HarnessOptions {
   /** Most heap the admitted requests may hold (DeciderOptions.maxHeldBytes); default: half the heap limit. */
   maxHeldBytes?: number;
   allowNoLogprobs?: boolean;
+  /** LOCALDECIDER_PACK_PROMPTS (default true). */
+  packPrompts?: boolean;
+  /** The fake (llama flavour) serves llama-server's `/apply-template`, `/tokenize` and `/completion`. */
+  packing?: boolean;
   logger?: Logger;
   calibration?: Calibration;
   /** Limits shared through the test run's Redis (TEST_REDIS), under a key prefix of this test's own. */
@@ -119,6 +123,7 @@ export function deciderFor(
     timeoutMs: 5000,
     maxInflight: options.maxInflight ?? 2,
     allowNoLogprobs: options.allowNoLogprobs ?? false,
+    packPrompts: options.packPrompts ?? true,
     logger,
   });
   return deciderOver(oneServer(address.display, options.wrapUpstream?.(adapter) ?? adapter, probe, model, logger), {
@@ -182,6 +187,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
 /** The real app against a fake upstream on a real port. */
 export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
+  fake.packing = options.packing ?? false;
   const upstream = await fake.start();
   const d = deciderFor(upstream, options);
   // The shared limits admit nothing before their first heartbeat reached Redis.

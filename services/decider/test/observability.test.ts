@@ -101,6 +101,17 @@ describe("GET /openapi.json and GET /docs", () => {
     expect(Object.keys(res.body.paths).sort()).toStrictEqual(["/health", "/ready", "/v1/models", "/v1/systemone"]);
   });
 
+  it("describes both backends, the embedded engine (the default) and model servers, not only a model server", async () => {
+    h = await harness();
+    const doc = (await request(h.app).get("/openapi.json").expect(200)).body;
+    expect(doc.info.description).toContain("one this process runs itself (the embedded engine");
+    expect(doc.info.description).toContain("OpenAI-compatible model servers (LOCALDECIDER_UPSTREAM)");
+    const ready = doc.paths["/ready"].get;
+    expect(ready.summary).toContain("the embedded engine's model is loaded");
+    expect(ready.responses["503"].description).toContain("The embedded model still on its way");
+    expect(doc.paths["/v1/systemone"].post.responses["503"].description).toContain("the embedded model not loaded");
+  });
+
   it("serves the interactive reference at /docs from this server only", async () => {
     h = await harness();
     const res = await request(h.app).get("/docs").expect(200);

@@ -373,6 +373,29 @@ describe("POST /v1/systemone", () => {
     });
   });
 
+  it("answers 422 naming the available models for a missing model, or one that is not a name, as for an unknown one", async () => {
+    h = await harness();
+    const { model: _omitted, ...withoutModel } = body;
+    const missing = await decide(h, withoutModel);
+    expect(missing.status).toBe(422);
+    expect(missing.body).toStrictEqual({
+      error: "Missing model; available models: localdecider, jev-latest, jev",
+      code: "invalid_request",
+      details: [{ path: "model", message: "required: one of localdecider, jev-latest, jev" }],
+    });
+    const empty = await decide(h, { ...body, model: "", questions: {} });
+    expect(empty.status).toBe(422);
+    expect(empty.body).toStrictEqual({
+      error: "Invalid model; available models: localdecider, jev-latest, jev",
+      code: "invalid_request",
+      details: [
+        { path: "model", message: "must be a model's name: one of localdecider, jev-latest, jev" },
+        { path: "questions", message: "questions must hold at least one question" },
+      ],
+    });
+    expect(h.fake.calls).toBe(0);
+  });
+
   it("answers 400 invalid_json for malformed JSON and 413 for a body over the limit", async () => {
     h = await harness({ bodyLimit: "1kb" });
     const bad = await request(h.app).post("/v1/systemone").set("content-type", "application/json").send('{"model":');

@@ -11,7 +11,9 @@
  * ratio of req/s to Express + pg. Needs PostgreSQL (BENCH_ADMIN_URL). Loopback only, bounded.
  *
  * BENCH_SECONDS (8) per round, BENCH_ROUNDS (3), BENCH_CONNECTIONS (50); BENCH_PROFILE=<dir> starts the
- * service processes with --cpu-prof and writes their profiles there.
+ * service processes with --cpu-prof and writes their profiles there. BENCH_ROUTES (`list,create`) picks the
+ * routes. BENCH_COMPARE=<path of another build's dist/.bench/src/main.js> adds that build of the service on
+ * PostgreSQL as one more server of the same run (a before/after on the same machine, same rounds).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -83,8 +85,14 @@ interface Sample {
   timeouts: number;
 }
 
-const ROUTES = ["list", "create"] as const;
-type Route = (typeof ROUTES)[number];
+const ALL_ROUTES = ["list", "create"] as const;
+type Route = (typeof ALL_ROUTES)[number];
+const ROUTES: Route[] = (process.env.BENCH_ROUTES ?? "list,create").split(",").map((name) => {
+  const route = ALL_ROUTES.find((r) => r === name.trim());
+  if (route === undefined) throw new Error(`BENCH_ROUTES: "${name}" is not one of ${ALL_ROUTES.join(", ")}`);
+  return route;
+});
+const COMPARE = process.env.BENCH_COMPARE;
 
 async function start(target: Target): Promise<Running> {
   const flags = target.profiled && PROFILE_DIR !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : [];
@@ -233,6 +241,16 @@ async function main(): Promise<void> {
         env: { TODOS_DATA_DIR: dataDir, TODOS_PORT: "0", LOG_LEVEL: "info" },
         profiled: true,
       },
+      ...(COMPARE === undefined
+        ? []
+        : [
+            {
+              name: "services/todos on PostgreSQL, BENCH_COMPARE build",
+              args: [COMPARE],
+              env: { DATABASE_URL: databaseUrl, TODOS_PORT: "0", LOG_LEVEL: "info" },
+              profiled: true,
+            },
+          ]),
     ];
     for (const target of targets) {
       const r = await start(target);
@@ -278,10 +296,9 @@ function printTable(targets: Target[], samples: Record<Route, Sample[]>[], loadB
         .map((l) => l.toFixed(2))
         .join(" ")} after\n`,
   );
-  console.log(
-    "| server | list req/s | list p50 / p99 ms | list × Express | list CPU µs/req | create req/s | create p50 / p99 ms | create × Express | create CPU µs/req | non-2xx / errors / timeouts |",
-  );
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  const columns = ROUTES.flatMap((r) => [`${r} req/s`, `${r} p50 / p99 ms`, `${r} × Express`, `${r} CPU µs/req`]);
+  console.log(`| server | ${columns.join(" | ")} | non-2xx / errors / timeouts |`);
+  console.log(`|---|${columns.map(() => "---:").join("|")}|---:|`);
   for (const [i, target] of targets.entries()) {
     const s = samples[i] as Record<Route, Sample[]>;
     const cells = ROUTES.flatMap((route) => {

@@ -21,6 +21,7 @@ import {
 import express, { type Express } from "express";
 import { DEFAULT_MAX_ITEMS_PER_USER } from "./config";
 import { BEARER_SCHEME, BEARER_SECURITY_SCHEME, requireUser, type TodosAuth } from "./http/auth";
+import { DEFAULT_LIST_LIMITS, type ListLimits } from "./http/list-window";
 import { todoHandlers } from "./http/todo-routes";
 import { invalidTodosRequest } from "./http/validation";
 import { createTodosMetrics, type TodosMetrics } from "./metrics";
@@ -48,6 +49,11 @@ export interface AppDeps {
   auth?: TodosAuth | undefined;
   /** Items one user may hold (TODOS_MAX_ITEMS_PER_USER); a create past it answers 409. Default 10,000. */
   maxItemsPerUser?: number | undefined;
+  /**
+   * What one list answer without `limit`/`page` holds (TODOS_LIST_MAX_ITEMS, TODOS_LIST_MAX_BYTES); the rest
+   * is behind `Link: <…>; rel="next"`. Default 1,000 items and 1 MiB.
+   */
+  listLimits?: ListLimits | undefined;
   /**
    * The Host check against DNS rebinding (hostPolicy of TODOS_ALLOWED_HOSTS, TODOS_HOST and sign-in): a
    * request for any other name gets 421 before any route runs, except on /health, /ready and /metrics.
@@ -150,7 +156,11 @@ export function createApp(deps: AppDeps): Express {
 
   // Only routes that take a body read one: a body sent with GET or DELETE is ignored, never a 413/500.
   // Sign-in comes first: a request without a valid token gets its 401/403 before its body is read.
-  const handlers = todoHandlers(deps.repository, deps.maxItemsPerUser ?? DEFAULT_MAX_ITEMS_PER_USER);
+  const handlers = todoHandlers(
+    deps.repository,
+    deps.maxItemsPerUser ?? DEFAULT_MAX_ITEMS_PER_USER,
+    deps.listLimits ?? DEFAULT_LIST_LIMITS,
+  );
   registerRoutes(app, todosRoutes, handlers, {
     authenticate: deps.auth === undefined ? undefined : requireUser(deps.auth),
     jsonBody: jsonBody({ limit: BODY_LIMIT_BYTES }),

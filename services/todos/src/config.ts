@@ -1,14 +1,35 @@
-import { allowedHostsSchema, corsOriginsSchema, LOG_LEVELS, logFormatSchema } from "@localdecider/service-kit";
+import {
+  allowedHostsSchema,
+  byteSize,
+  connectionLimit,
+  connectionLimitsProblem,
+  corsOriginsSchema,
+  LOG_LEVELS,
+  logFormatSchema,
+} from "@localdecider/service-kit";
 import { z } from "zod";
 
 /**
  * Items one user may hold (TODOS_MAX_ITEMS_PER_USER unset). 10,000 is far beyond any hand-kept list, while it
- * bounds what one user can store (titles of at most 500 characters: under 20 MB) and what one unpaged list
- * answer holds.
+ * bounds what one user can store (titles of at most 500 characters: under 20 MB). One list answer is bounded
+ * apart from it (TODOS_LIST_MAX_ITEMS, TODOS_LIST_MAX_BYTES).
  */
 export const DEFAULT_MAX_ITEMS_PER_USER = 10_000;
-/** Upper bound of TODOS_MAX_ITEMS_PER_USER: an unpaged list of that many items is already ~100 MB of JSON. */
+/** Upper bound of TODOS_MAX_ITEMS_PER_USER. */
 export const MAX_ITEMS_PER_USER_LIMIT = 1_000_000;
+
+/**
+ * Items one list answer holds when the client does not page it (TODOS_LIST_MAX_ITEMS unset): a hand-kept list
+ * comes whole, a long one a window at a time, with `Link: <…>; rel="next"` to the rest (src/http/list-window.ts).
+ */
+export const DEFAULT_LIST_MAX_ITEMS = 1_000;
+/** Bytes of items as JSON in one list answer (TODOS_LIST_MAX_BYTES unset): 1 MiB. */
+export const DEFAULT_LIST_MAX_BYTES = "1mb";
+/**
+ * The least TODOS_LIST_MAX_BYTES: a page of `limit=100` items of 500 control characters (about 315 KB) always
+ * fits, so an explicit page is never cut short.
+ */
+export const LIST_MAX_BYTES_MIN = 512 * 1024;
 
 /** Shortest accepted TODOS_JWT_SECRET, in UTF-8 bytes: HS256 keys shorter than the hash (32 bytes) are weak. */
 export const JWT_SECRET_MIN_BYTES = 32;
@@ -88,10 +109,24 @@ export const configSchema = z
       .min(1)
       .max(MAX_ITEMS_PER_USER_LIMIT)
       .default(DEFAULT_MAX_ITEMS_PER_USER),
+    /** Items in one list answer without `limit`/`page`; the rest is behind `Link: <…>; rel="next"`. */
+    TODOS_LIST_MAX_ITEMS: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_LIST_MAX_ITEMS),
+    /** Bytes of items (as JSON) in one list answer without `limit`/`page`; at least 512 KiB. */
+    TODOS_LIST_MAX_BYTES: byteSize({ min: LIST_MAX_BYTES_MIN, fallback: DEFAULT_LIST_MAX_BYTES }),
     /** winston level; "silent" turns logging off. */
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
     /** "json" (one object a line, the default) or "pretty" (one readable line, for development). */
     LOG_FORMAT: logFormatSchema(),
+    /** Milliseconds a client has to send its request headers (then 408 and closed); see the kit's connection-limits.ts. */
+    TODOS_HEADERS_TIMEOUT_MS: connectionLimit("headersTimeoutMs"),
+    /** Milliseconds a client has to send its whole request, body included (then 408 and closed). */
+    TODOS_REQUEST_TIMEOUT_MS: connectionLimit("requestTimeoutMs"),
+    /** Milliseconds an idle kept-alive connection stays open waiting for its next request. */
+    TODOS_IDLE_TIMEOUT_MS: connectionLimit("keepAliveTimeoutMs"),
+    /** Connections held at once; one more is closed as it opens. */
+    TODOS_MAX_CONNECTIONS: connectionLimit("maxConnections"),
+    /** How often (milliseconds) the two request timeouts are checked: the slack on each. */
+    TODOS_TIMEOUT_CHECK_MS: connectionLimit("connectionsCheckingIntervalMs"),
     /** Sign-in: "off" (no authentication, the default) or "jwt" (a bearer JWT on every per-user route). */
     TODOS_AUTH: z.enum(["off", "jwt"], { error: 'must be "off" or "jwt"' }).default("off"),
     /** JWT mode: the provider's JSON Web Key Set (asymmetric keys; fetched, cached, refetched on rotation). */
@@ -127,6 +162,11 @@ export const configSchema = z
   })
   .superRefine((config, ctx) => {
     const problem = (variable: string, message: string) => ctx.addIssue({ code: "custom", path: [variable], message });
+    const timeouts = connectionLimitsProblem({
+      headersTimeoutMs: config.TODOS_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.TODOS_REQUEST_TIMEOUT_MS,
+    });
+    if (timeouts !== undefined) problem("TODOS_HEADERS_TIMEOUT_MS", timeouts);
     if (config.TODOS_AUTH === "off") {
       // A key or issuer without the switch would leave the service open while the operator believes it is not.
       for (const name of JWT_VARIABLES) {

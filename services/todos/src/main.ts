@@ -89,12 +89,20 @@ async function main(): Promise<void> {
       allowedHosts,
       corsOrigins: config.TODOS_CORS_ORIGINS,
       maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER,
+      listLimits: { maxItems: config.TODOS_LIST_MAX_ITEMS, maxBytes: config.TODOS_LIST_MAX_BYTES },
     }),
     {
       host: config.TODOS_HOST,
       port: config.TODOS_PORT,
       logger,
       onClose: () => repository.close(),
+      connections: {
+        headersTimeoutMs: config.TODOS_HEADERS_TIMEOUT_MS,
+        requestTimeoutMs: config.TODOS_REQUEST_TIMEOUT_MS,
+        keepAliveTimeoutMs: config.TODOS_IDLE_TIMEOUT_MS,
+        maxConnections: config.TODOS_MAX_CONNECTIONS,
+        connectionsCheckingIntervalMs: config.TODOS_TIMEOUT_CHECK_MS,
+      },
       variables: { host: "TODOS_HOST", port: "TODOS_PORT" },
     },
   ).catch(async (err: unknown) => {

@@ -1,4 +1,4 @@
-import { ConfigError, createLogger, currentRequestId, loadConfig } from "@localdecider/service-kit";
+import { ConfigError, createLogger, currentRequestId, ECHO_LIMITS, loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { createApp } from "../src/app";
 import { configSchema } from "../src/config";
@@ -12,8 +12,15 @@ describe("configSchema", () => {
       TODOS_PORT: 3000,
       TODOS_DATA_DIR: "./data/todos",
       TODOS_MAX_ITEMS_PER_USER: 10_000,
+      TODOS_LIST_MAX_ITEMS: 1_000,
+      TODOS_LIST_MAX_BYTES: 1024 * 1024,
       LOG_LEVEL: "info",
       LOG_FORMAT: "json",
+      TODOS_HEADERS_TIMEOUT_MS: 20_000,
+      TODOS_REQUEST_TIMEOUT_MS: 30_000,
+      TODOS_IDLE_TIMEOUT_MS: 5_000,
+      TODOS_MAX_CONNECTIONS: 1_024,
+      TODOS_TIMEOUT_CHECK_MS: 5_000,
       TODOS_AUTH: "off",
     });
   });
@@ -37,6 +44,13 @@ describe("configSchema", () => {
         TODOS_JWT_MAX_LIFETIME: "3600",
         TODOS_JWT_MAX_FUTURE_IAT: "30",
         TODOS_MAX_ITEMS_PER_USER: "500",
+        TODOS_LIST_MAX_ITEMS: "200",
+        TODOS_LIST_MAX_BYTES: "2mb",
+        TODOS_HEADERS_TIMEOUT_MS: "10000",
+        TODOS_REQUEST_TIMEOUT_MS: "15000",
+        TODOS_IDLE_TIMEOUT_MS: "65000",
+        TODOS_MAX_CONNECTIONS: "200",
+        TODOS_TIMEOUT_CHECK_MS: "1000",
       }),
     ).toStrictEqual({
       TODOS_HOST: "0.0.0.0",
@@ -55,6 +69,13 @@ describe("configSchema", () => {
       TODOS_JWT_MAX_LIFETIME: 3600,
       TODOS_JWT_MAX_FUTURE_IAT: 30,
       TODOS_MAX_ITEMS_PER_USER: 500,
+      TODOS_LIST_MAX_ITEMS: 200,
+      TODOS_LIST_MAX_BYTES: 2 * 1024 * 1024,
+      TODOS_HEADERS_TIMEOUT_MS: 10_000,
+      TODOS_REQUEST_TIMEOUT_MS: 15_000,
+      TODOS_IDLE_TIMEOUT_MS: 65_000,
+      TODOS_MAX_CONNECTIONS: 200,
+      TODOS_TIMEOUT_CHECK_MS: 1_000,
     });
   });
 
@@ -146,5 +167,28 @@ describe("logging", () => {
       ["warn", "req-json-1"],
       ["http", "req-json-1"],
     ]);
+  });
+
+  it("when a request's path or a storage error repeats kilobytes of the request, logs each clipped", async () => {
+    const logger = createLogger({ service: "todos", level: "http" });
+    for (const transport of logger.transports) transport.silent = true;
+    const lines: Record<string, unknown>[] = [];
+    logger.on("data", (info: Record<string, unknown>) => lines.push(info));
+    // A driver error quoting the value it refused, as PostgreSQL's DETAIL lines do.
+    const repository: TodoRepository = {
+      ...failingRepository,
+      create: (_userId, input) => Promise.reject(new Error(`value refused: ${input.title.repeat(120)}`)),
+    };
+    const app = createApp({ repository, logger, allowedHosts: defaultHosts() });
+    await request(app)
+      .post("/users/u/todos")
+      .send({ title: "t".repeat(500) })
+      .expect(500, { error: "Internal server error" });
+    await request(app).get(`/users/${"u".repeat(12_000)}/todos`);
+    expect(lines.map((l) => l.message)).toStrictEqual(["unhandled error", "request", "request failed", "request"]);
+    const longest = Math.max(...lines.flatMap((l) => Object.values(l).map((v) => (JSON.stringify(v) ?? "").length)));
+    expect(longest).toBeLessThanOrEqual(ECHO_LIMITS.text + 40);
+    expect(String(lines[0]?.error)).toMatch(/^value refused: t{4081}… \(55919 more characters\)$/);
+    expect(String(lines[3]?.path)).toMatch(/^\/users\/u+… \(\d+ more characters\)$/);
   });
 });

@@ -53,6 +53,33 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ],
     ["lots", {}, 'TODOS_MAX_ITEMS_PER_USER: "lots" is not a number: expected a whole number 1-1000000 (default 10000)'],
   ],
+  TODOS_LIST_MAX_ITEMS: [
+    ["0", {}, "TODOS_LIST_MAX_ITEMS: Too small: expected number to be >=1"],
+    ["100001", {}, "TODOS_LIST_MAX_ITEMS: Too big: expected number to be <=100000"],
+  ],
+  TODOS_LIST_MAX_BYTES: [
+    [
+      "100kb",
+      {},
+      'TODOS_LIST_MAX_BYTES: "100kb" is 102400 bytes; at least 524288 bytes are needed (write units: 512kb, 2mb)',
+    ],
+    ["lots", {}, 'TODOS_LIST_MAX_BYTES: not a size: write it like 512kb, 2mb or 1gb (got "lots")'],
+  ],
+  TODOS_HEADERS_TIMEOUT_MS: [
+    ["999", {}, "TODOS_HEADERS_TIMEOUT_MS: Too small: expected number to be >=1000"],
+    [
+      "40000",
+      {},
+      "TODOS_HEADERS_TIMEOUT_MS: must not exceed the request timeout (30000 ms): the headers are part of the request",
+    ],
+  ],
+  TODOS_REQUEST_TIMEOUT_MS: [
+    ["3600001", {}, "TODOS_REQUEST_TIMEOUT_MS: Too big: expected number to be <=3600000"],
+    ["1m", {}, "TODOS_REQUEST_TIMEOUT_MS: Invalid input: expected number, received NaN"],
+  ],
+  TODOS_IDLE_TIMEOUT_MS: [["0", {}, "TODOS_IDLE_TIMEOUT_MS: Too small: expected number to be >=1000"]],
+  TODOS_MAX_CONNECTIONS: [["0", {}, "TODOS_MAX_CONNECTIONS: Too small: expected number to be >=1"]],
+  TODOS_TIMEOUT_CHECK_MS: [["60001", {}, "TODOS_TIMEOUT_CHECK_MS: Too big: expected number to be <=60000"]],
   LOG_LEVEL: [
     [
       "loud",

@@ -23,20 +23,26 @@ describe("the route contracts as an OpenAPI document", () => {
     expect(Object.keys(todosRoutes).sort()).toStrictEqual(operations.map((o) => o.split(" ")[0]).sort());
   });
 
-  it("describes the list's paging parameters with their bounds, and the create's 409 for a full list", () => {
+  it("describes the list's paging parameters with their bounds, its Link header, and the create's 409 for a full list", () => {
     const doc = buildTodosOpenApi({ hostCheck: false });
     for (const path of ["/users/{userId}/todos", "/v1/user/{userId}/todos"]) {
       const parameters = doc.paths[path]?.get?.parameters as { in: string; name: string; description?: string }[];
       expect(parameters.filter((p) => p.in === "query").map((p) => [p.name, p.description])).toStrictEqual([
         [
           "limit",
-          "Page size, 1-100 (decimal digits, given once). Alone: the first page. Without limit and page: the whole list.",
+          'Page size, 1-100 (decimal digits, given once). Alone: the first page. Without limit and page: a window of the list, with `Link: <…>; rel="next"` to the rest.',
         ],
         [
           "page",
           "Page number, 1-1000000 (decimal digits, given once), of pages of `limit` items (100 without limit). A page past the end is empty.",
         ],
+        [
+          "after",
+          'Continue the list after this cursor: copy the whole URL from the `Link: <…>; rel="next"` header of the previous answer. Not with `page`.',
+        ],
       ]);
+      const responses = doc.paths[path]?.get?.responses as Record<string, { headers?: object }> | undefined;
+      expect(Object.keys(responses?.["200"]?.headers ?? {})).toStrictEqual(["Link"]);
     }
     const responses = doc.paths["/users/{userId}/todos"]?.post?.responses as Record<string, { description: string }>;
     expect(responses["409"]?.description).toMatch(/^The user's list already holds the most items/);

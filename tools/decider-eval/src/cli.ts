@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { EvalStop, runEval } from "./evaluate";
 import { parseEvalArgs, USAGE } from "./options";
 
@@ -6,8 +8,18 @@ import { parseEvalArgs, USAGE } from "./options";
  * `pnpm decider eval ...` (the root script forwards its arguments here). Exit codes: 0 done (failed records
  * are reported, not fatal), 1 nothing to measure or a bad option, 2 bad usage, 130 interrupted (resumable).
  */
+/** `decider-eval <version>`, from this package's package.json (one directory above dist/). */
+function versionLine(): string {
+  const pkg = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string };
+  return `decider-eval ${pkg.version}`;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === "--version" || command === "-v") {
+    process.stdout.write(`${versionLine()}\n`);
+    return 0;
+  }
   if (command === undefined || command === "-h" || command === "--help") {
     process.stdout.write(`${USAGE}\n`);
     return command === undefined ? 2 : 0;
@@ -23,10 +35,15 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${(err as Error).message}\n\n${USAGE}\n`);
     return 2;
   }
+  if ("version" in parsed) {
+    process.stdout.write(`${versionLine()}\n`);
+    return 0;
+  }
   if (parsed.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
+  const { options, quiet } = parsed;
   // First Ctrl-C: launch nothing more, keep the calls in flight, then stop (the results file resumes it).
   // A second one stops at once.
   const controller = new AbortController();
@@ -36,10 +53,10 @@ async function main(argv: string[]): Promise<number> {
     controller.abort();
   });
   try {
-    const report = await runEval(parsed.options, {
+    const report = await runEval(options, {
       out: (text) => process.stdout.write(`${text}\n`),
       err: (text) => process.stderr.write(`${text}\n`),
-      progress: parsed.quiet ? undefined : process.stderr,
+      progress: quiet ? undefined : process.stderr,
       signal: controller.signal,
     });
     return report === "interrupted" ? 130 : 0;

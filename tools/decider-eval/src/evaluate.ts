@@ -7,10 +7,11 @@ import {
   type QuestionType,
 } from "@localdecider/contracts/decider";
 import { confidenceHistogramSvg, type ReliabilityPanel, reliabilitySvg, toPng } from "./charts";
-import { CallError, DeciderClient } from "./client";
+import { DeciderClient } from "./client";
 import { type BadLine, parseDataset } from "./dataset";
 import { calibrated, composeWithActive, fitCalibration, isHeldOut } from "./fit";
 import { type LabelledAnswer, labelledAnswers } from "./predictions";
+import { PreflightStop, preflight } from "./preflight";
 import { Progress } from "./progress";
 import { formatTable, type GroupReport, type MetricsReport, metricsReport } from "./report";
 import { readResults } from "./results";
@@ -96,13 +97,16 @@ export async function runEval(options: EvalOptions, io: EvalIo): Promise<EvalRep
     apiKey: options.apiKey,
     timeoutSeconds: options.timeoutSeconds,
   });
-  let models: Awaited<ReturnType<DeciderClient["models"]>>;
+  let models: Awaited<ReturnType<DeciderClient["models"]>> | "interrupted";
   try {
-    models = await client.models();
+    models = await preflight(client, { url: options.url, note: io.err, signal: io.signal });
   } catch (err) {
-    if (err instanceof CallError)
-      throw new EvalStop(`the decider at ${options.url} did not list its models: ${err.message}`);
+    if (err instanceof PreflightStop) throw new EvalStop(err.message);
     throw err;
+  }
+  if (models === "interrupted") {
+    io.err("interrupted while waiting for the decider's model; nothing was asked");
+    return "interrupted";
   }
 
   mkdirSync(options.out, { recursive: true });

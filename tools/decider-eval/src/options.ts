@@ -1,3 +1,4 @@
+import path from "node:path";
 import { parseArgs } from "node:util";
 import { z } from "zod";
 import type { EvalOptions } from "./evaluate";
@@ -23,6 +24,7 @@ per question type and name, draws reliability diagrams, and with --fit writes a 
   --calibration-out <f>  where --fit writes the file (default <out>/calibration.json)
   --no-charts            skip the PNG/SVG charts
   --quiet                no progress line
+  --version              the tool's version
   -h, --help             this text`;
 
 const int = (min: number, max: number, fallback: number) => z.coerce.number().int().min(min).max(max).default(fallback);
@@ -48,7 +50,11 @@ const Schema = z.object({
   quiet: z.boolean().default(false),
 });
 
-export type Parsed = { help: true } | { help: false; options: EvalOptions; quiet: boolean };
+/** What the arguments ask for: the usage text, the version, or a run. */
+export type Parsed =
+  | { help: true }
+  | { help: false; version: true }
+  | { help: false; options: EvalOptions; quiet: boolean };
 
 export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
   const string = { type: "string" } as const;
@@ -74,9 +80,11 @@ export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
       "no-charts": { type: "boolean" },
       quiet: { type: "boolean" },
       help: { type: "boolean", short: "h" },
+      version: { type: "boolean" },
     },
   });
   if (values.help === true) return { help: true };
+  if (values.version === true) return { help: false, version: true };
   const parsed = Schema.safeParse(values);
   if (!parsed.success) {
     throw new Error(
@@ -86,15 +94,21 @@ export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
     );
   }
   const v = parsed.data;
+  // Relative paths are read from where the user ran the command: the root script `pnpm decider` runs in the
+  // repository root, and pnpm says where it was run in INIT_CWD. Absolute from here on, so that what the tool
+  // prints (the calibration file for LOCALDECIDER_CALIBRATION above all) can be used from any directory.
+  const init = env.INIT_CWD;
+  const base = init !== undefined && path.isAbsolute(init) ? init : process.cwd();
+  const absolute = (p: string) => path.resolve(base, p);
   return {
     help: false,
     quiet: v.quiet,
     options: {
-      data: v.data,
+      data: absolute(v.data),
       url: v.url,
       apiKey: v["api-key"] ?? (env.LOCALDECIDER_API_KEY === "" ? undefined : env.LOCALDECIDER_API_KEY),
       model: v.model,
-      out: v.out,
+      out: absolute(v.out),
       concurrency: v.concurrency,
       timeoutSeconds: v.timeout,
       retries: v.retries,
@@ -103,7 +117,7 @@ export function parseEvalArgs(args: string[], env: NodeJS.ProcessEnv): Parsed {
       fit: v.fit,
       holdout: v.holdout,
       minPerName: v["min-per-name"],
-      calibrationOut: v["calibration-out"],
+      calibrationOut: v["calibration-out"] === undefined ? undefined : absolute(v["calibration-out"]),
       charts: !v["no-charts"],
     },
   };

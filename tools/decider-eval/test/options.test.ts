@@ -1,16 +1,17 @@
+import { join } from "node:path";
 import { parseEvalArgs } from "../src/options";
 
 describe("parseEvalArgs", () => {
   it("fills the documented defaults and takes the API key from the environment", () => {
-    expect(parseEvalArgs(["--data", "d.jsonl"], { LOCALDECIDER_API_KEY: "k" })).toStrictEqual({
+    expect(parseEvalArgs(["--data", "d.jsonl"], { LOCALDECIDER_API_KEY: "k", INIT_CWD: "/work/here" })).toStrictEqual({
       help: false,
       quiet: false,
       options: {
-        data: "d.jsonl",
+        data: "/work/here/d.jsonl",
         url: "http://127.0.0.1:8080",
         apiKey: "k",
         model: "localdecider",
-        out: "eval-out",
+        out: "/work/here/eval-out",
         concurrency: 4,
         timeoutSeconds: 300,
         retries: 2,
@@ -23,6 +24,27 @@ describe("parseEvalArgs", () => {
         charts: true,
       },
     });
+  });
+
+  it("reads relative paths from where the command was run (INIT_CWD, which pnpm sets), else the working directory", () => {
+    const args = ["--data", "d.jsonl", "--out", "o", "--calibration-out", "../c.json"];
+    const fromPnpm = parseEvalArgs(args, { INIT_CWD: "/u/project" });
+    expect("options" in fromPnpm && fromPnpm.options).toMatchObject({
+      data: "/u/project/d.jsonl",
+      out: "/u/project/o",
+      calibrationOut: "/u/c.json",
+    });
+    const plain = parseEvalArgs([...args, "--data", "/abs/d.jsonl"], {});
+    expect("options" in plain && plain.options).toMatchObject({
+      data: "/abs/d.jsonl",
+      out: join(process.cwd(), "o"),
+      calibrationOut: join(process.cwd(), "..", "c.json"),
+    });
+  });
+
+  it("asks for the version with --version, whatever else is given", () => {
+    expect(parseEvalArgs(["--version"], {})).toStrictEqual({ help: false, version: true });
+    expect(parseEvalArgs(["--data", "d", "--version"], {})).toStrictEqual({ help: false, version: true });
   });
 
   it("refuses values out of bounds naming the option", () => {

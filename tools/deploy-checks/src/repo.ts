@@ -34,6 +34,16 @@ export interface ComposeService {
   user?: string;
   deploy?: { replicas?: number };
   configs?: { source: string; target: string }[];
+  entrypoint?: string[];
+  restart?: string;
+}
+
+/**
+ * A one-shot service (compose's db-setup): it runs once per `up`, exits, and is never restarted; others wait
+ * for it with `condition: service_completed_successfully`. It has no healthcheck: it is never up for long.
+ */
+export function isOneShot(service: ComposeService): boolean {
+  return service.restart === "no";
 }
 
 export interface ComposeFile {

@@ -6,6 +6,7 @@ import {
   type ComposeFile,
   type ComposeService,
   durationSeconds,
+  isOneShot,
   loadCompose,
   mergeCompose,
   readRepoFile,
@@ -30,12 +31,13 @@ function healthTest(name: string): string {
 }
 
 describe("docker-compose.yml services", () => {
-  it("has exactly the stack's four services: postgres, todos, model, decider", () => {
-    expect(Object.keys(compose.services)).toStrictEqual(["postgres", "todos", "model", "decider"]);
+  it("has exactly the stack's services: postgres, the one-shot db-setup, todos, model, decider", () => {
+    expect(Object.keys(compose.services)).toStrictEqual(["postgres", "db-setup", "todos", "model", "decider"]);
+    expect(Object.keys(compose.services).filter((name) => isOneShot(service(name)))).toStrictEqual(["db-setup"]);
   });
 
-  it("gives every service a healthcheck with a test command", () => {
-    for (const name of Object.keys(compose.services)) {
+  it("gives every long-running service a healthcheck with a test command", () => {
+    for (const name of Object.keys(compose.services).filter((n) => !isOneShot(service(n)))) {
       expect({ name, test: healthTest(name).length > 0 }).toStrictEqual({ name, test: true });
     }
   });
@@ -51,7 +53,10 @@ describe("docker-compose.yml services", () => {
   it("builds todos from its Dockerfile, after postgres is healthy, probing /ready, with DATABASE_URL at postgres", () => {
     const todos = service("todos");
     expect(todos.build).toStrictEqual({ context: ".", dockerfile: "services/todos/Dockerfile" });
-    expect(todos.depends_on).toStrictEqual({ postgres: { condition: "service_healthy" } });
+    expect(todos.depends_on).toStrictEqual({
+      postgres: { condition: "service_healthy" },
+      "db-setup": { condition: "service_completed_successfully" },
+    });
     expect(healthTest("todos")).toContain("/ready");
     expect(String(todos.environment?.DATABASE_URL)).toMatch(/^postgresql:\/\/.+@postgres:5432\//);
     expect(todos.environment?.TODOS_HOST).toBe("0.0.0.0");
@@ -197,8 +202,11 @@ describe("no secrets in compose files", () => {
     }
   });
 
-  it("requires POSTGRES_PASSWORD to be set rather than defaulting it", () => {
-    expect(service("postgres").environment?.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
+  it("requires both PostgreSQL passwords to be set rather than defaulting them: the superuser's and todos'", () => {
+    expect(service("postgres").environment?.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_ADMIN_PASSWORD:\?/);
+    expect(service("db-setup").environment?.PGPASSWORD).toMatch(/^\$\{POSTGRES_ADMIN_PASSWORD:\?/);
+    expect(service("db-setup").environment?.TODOS_DB_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
+    expect(String(service("todos").environment?.DATABASE_URL)).toContain(":${POSTGRES_PASSWORD:?");
   });
 });
 
@@ -289,6 +297,8 @@ const WRITABLE_ROOT: Record<string, string> = {
 /** What each read-only service of the main stack needs writable besides its volumes. */
 const TMPFS: Record<string, string[]> = {
   postgres: ["/var/run/postgresql", "/tmp"],
+  // psql writes nothing when it runs a file.
+  "db-setup": [],
   todos: ["/tmp"],
   decider: ["/tmp"],
   // llama.cpp writes only to LLAMA_CACHE (the model-cache volume).

@@ -33,7 +33,7 @@ describe(".github/workflows/ci.yml", () => {
       "pnpm run typecheck",
       "pnpm test",
     ]);
-    expect(test.services?.postgres?.image).toBe("postgres:16");
+    expect(test.services?.postgres?.image).toMatch(/^postgres:16@sha256:[0-9a-f]{64}$/);
     expect(test.strategy?.matrix?.node).toStrictEqual(["20", "22"]);
   });
 

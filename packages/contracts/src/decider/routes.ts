@@ -37,12 +37,13 @@ export const deciderRoutes = defineRoutes(
     ready: {
       method: "get",
       path: "/ready",
-      summary: "Readiness: the model server lists the configured model (and the shared limits answer, when set)",
+      summary:
+        "Readiness: the embedded engine's model is loaded, or a model server lists the configured model (and the shared limits answer, when set)",
       auth: "none",
       responses: {
         200: { description: "Ready", schema: DeciderReadyResponse },
         503: error(
-          "Backend unreachable, answering 404 (`inference backend returned HTTP 404`), or not serving the model; or, with LOCALDECIDER_REDIS_URL, the shared limits unreachable (`limiter_unavailable`)",
+          "The embedded model still on its way (`starting the engine`, `downloading model (42 %)`, `loading model (80 %)`) or failed to download or load (the reason); a model server unreachable, answering 404 (`inference backend returned HTTP 404`), or not serving the model; or, with LOCALDECIDER_REDIS_URL, the shared limits unreachable (`limiter_unavailable`)",
         ),
       },
     },
@@ -78,9 +79,11 @@ export const deciderRoutes = defineRoutes(
           "Retry-After": { description: "Seconds until the queue is expected to have room" },
         }),
         502: error(
-          "Model server unreachable, failing (5xx), a malformed response after the retries, or no logprobs (no_logprobs)",
+          "Model server unreachable, failing (5xx), a malformed response after the retries, or no logprobs (no_logprobs); the embedded engine failing to evaluate (upstream_error)",
         ),
-        503: error("Model server does not hold the model (answered 404, or does not list it), or is busy"),
+        503: error(
+          "The model is not ready: the embedded model not loaded (model_unavailable, with /ready's text), or a model server that does not hold it (answered 404, or does not list it); or a model server busy (upstream_busy)",
+        ),
         504: error("The decision did not complete within LOCALDECIDER_TIMEOUT"),
       },
     },

@@ -270,6 +270,11 @@ export type BoxAnswer = z.infer<typeof BoxAnswer>;
 export const Answer = z.discriminatedUnion("type", [NoulAnswer, ChoiceAnswer, ScoreAnswer, BoxAnswer]);
 export type Answer = z.infer<typeof Answer>;
 
+/**
+ * Tokens of every upstream call of a request: `input_tokens` evaluated (a prompt cache's not counted),
+ * `output_tokens` generated (one per call by a model server; none by the embedded engine, which reads the
+ * outcomes' probabilities and counts their tokens as input).
+ */
 export const Usage = z.object({ input_tokens: z.number().int().min(0), output_tokens: z.number().int().min(0) });
 export type Usage = z.infer<typeof Usage>;
 
@@ -316,6 +321,11 @@ export const BackendInfo = z.discriminatedUnion("kind", [
     source: z.string(),
     /** `ready`, or what /ready says while it is not (`downloading model (42 %)`, `loading model`, a failure). */
     state: z.string(),
+    /**
+     * The same, for programs: `failed` will not change without a restart (a download or load that failed);
+     * the others are on their way to `ready`. Absent from deciders older than this field.
+     */
+    phase: z.enum(["starting", "verifying", "downloading", "loading", "ready", "failed", "closed"]).optional(),
     /** `cpu`, or the GPU backend in use (`cuda`, `vulkan`, `metal`); absent until loaded. */
     gpu: z.string().optional(),
     model: EmbeddedModelInfo.optional(),

@@ -19,9 +19,17 @@ import {
 /** Every todos error answers with one body, TodosErrorBody. */
 const error = errorResponses(TodosErrorBody);
 const BAD_USER = error("Invalid userId (1-128 characters, no NUL or unpaired surrogates)");
-const BAD_LIST_REQUEST = error("Invalid userId, limit or page");
+const BAD_LIST_REQUEST = error("Invalid userId, limit, page or after (or page with after)");
 const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
 const INTERNAL = error("Unexpected failure, a storage failure included");
+
+/** The list answers' one extra header: where the rest of the list is, when this answer stopped before its end. */
+const LIST_LINK = {
+  Link: {
+    description:
+      '`<…>; rel="next"`: the URL of the rest of the list (same route, `after=` a cursor, or the next `page`), sent only when there is more. Without `limit`/`page` an answer holds at most TODOS_LIST_MAX_ITEMS items (1,000) and TODOS_LIST_MAX_BYTES of items (1 MiB).',
+  },
+};
 
 /** The realm of the todos' `WWW-Authenticate` challenge. */
 export const TODOS_AUTH_REALM = "todos";
@@ -85,12 +93,12 @@ export const todosRoutes = defineRoutes(
     listTodos: {
       method: "get",
       path: "/users/:userId/todos",
-      summary: "The user's items, oldest first; `limit`/`page` page them.",
+      summary: "The user's items, oldest first, a window at a time; `limit`/`page` page them.",
       auth: "bearer",
       params: UserParams,
       query: TodoListQuery,
       responses: {
-        200: { description: "The items", schema: TodoListResponse },
+        200: { description: "The items", schema: TodoListResponse, headers: LIST_LINK },
         400: BAD_LIST_REQUEST,
         500: INTERNAL,
       },
@@ -103,7 +111,7 @@ export const todosRoutes = defineRoutes(
       params: UserParams,
       query: TodoListQuery,
       responses: {
-        200: { description: "The items as a bare array", schema: TodoListV1Response },
+        200: { description: "The items as a bare array", schema: TodoListV1Response, headers: LIST_LINK },
         400: BAD_LIST_REQUEST,
         500: INTERNAL,
       },

@@ -84,21 +84,43 @@ const PositiveInt = (max: number) =>
     .transform(Number);
 
 /**
- * `GET` list query: `limit` 1–100 and `page` 1–1,000,000, both optional; other parameters are ignored.
- * `limit` alone is page 1; `page` alone uses the largest limit (100).
+ * Where a list window starts: after the item of this creation time (milliseconds since the epoch) and id, in
+ * the list's order. The service writes it into the `Link: <…>; rel="next"` of a list answer that stopped
+ * before the end; clients copy that link and need not read it.
  */
-export const TodoListQuery = z.object({
-  limit: PositiveInt(PAGE_LIMIT_MAX)
-    .optional()
-    .meta({
-      description: `Page size, 1-${PAGE_LIMIT_MAX} (decimal digits, given once). Alone: the first page. Without limit and page: the whole list.`,
-    }),
-  page: PositiveInt(PAGE_MAX)
-    .optional()
-    .meta({
-      description: `Page number, 1-${PAGE_MAX} (decimal digits, given once), of pages of \`limit\` items (${PAGE_LIMIT_MAX} without limit). A page past the end is empty.`,
-    }),
-});
+export const LIST_CURSOR = /^(-?[0-9]{1,15})_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+/**
+ * `GET` list query: `limit` 1–100 and `page` 1–1,000,000, both optional; or `after`, a cursor from a
+ * `Link: <…>; rel="next"`, with an optional `limit`. Other parameters are ignored. `limit` alone is page 1;
+ * `page` alone uses the largest limit (100). Without `limit` and `page` a window of the list is answered
+ * (TODOS_LIST_MAX_ITEMS items, TODOS_LIST_MAX_BYTES of JSON), with a `Link` to the rest when there is more.
+ */
+export const TodoListQuery = z
+  .object({
+    limit: PositiveInt(PAGE_LIMIT_MAX)
+      .optional()
+      .meta({
+        description: `Page size, 1-${PAGE_LIMIT_MAX} (decimal digits, given once). Alone: the first page. Without limit and page: a window of the list, with \`Link: <…>; rel="next"\` to the rest.`,
+      }),
+    page: PositiveInt(PAGE_MAX)
+      .optional()
+      .meta({
+        description: `Page number, 1-${PAGE_MAX} (decimal digits, given once), of pages of \`limit\` items (${PAGE_LIMIT_MAX} without limit). A page past the end is empty.`,
+      }),
+    after: z
+      .string({ error: "must be given once" })
+      .regex(LIST_CURSOR, { error: 'must be a cursor copied from a Link: <…>; rel="next" header' })
+      .optional()
+      .meta({
+        description:
+          'Continue the list after this cursor: copy the whole URL from the `Link: <…>; rel="next"` header of the previous answer. Not with `page`.',
+      }),
+  })
+  .refine((query) => query.after === undefined || query.page === undefined, {
+    path: ["page"],
+    error: "must not be given with after (a cursor already says where the list continues)",
+  });
 export type TodoListQuery = z.infer<typeof TodoListQuery>;
 
 export const TodoItem = z.object({

@@ -37,13 +37,34 @@ export interface DownloadOptions {
   attempts?: number;
   /** Wait before the second try, doubled for each further one (at most 30 s). */
   backoffMs?: number;
+  /** Told before each wait for another try: why the last one failed, and when the next one starts. */
+  onRetry?: (retry: DownloadRetry) => void;
+  /**
+   * Where the proxy variables are read (default: the process's): HTTPS_PROXY for https URLs, HTTP_PROXY for
+   * http ones, NO_PROXY for hosts to reach directly (either case, lower case first, as curl reads them).
+   */
+  env?: NodeJS.ProcessEnv;
 }
 
-/** Why a download failed; `final` when trying again cannot help (a 404, a file that fails its check). */
+export interface DownloadRetry {
+  /** The try about to be made (2 for the first retry), and how many there are in all. */
+  attempt: number;
+  attempts: number;
+  /** Why the last try failed. */
+  reason: string;
+  /** How long until the next try. */
+  waitMs: number;
+}
+
+/**
+ * Why a download failed; `final` when trying again cannot help (a 404, a file that fails its check);
+ * `unreachable` when no answer came at all (no route, no name, refused, reset: the host, or the proxy).
+ */
 export class DownloadError extends Error {
   constructor(
     message: string,
     readonly final: boolean,
+    readonly unreachable = false,
   ) {
     super(message);
     this.name = "DownloadError";
@@ -73,20 +94,93 @@ export async function downloadFile(options: DownloadOptions): Promise<{ sha256: 
   fs.mkdirSync(path.dirname(options.dest), { recursive: true });
   const attempts = options.attempts ?? 5;
   let wait = options.backoffMs ?? 1000;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const meta = await fetchPart(options);
-      return await verifyAndKeep(options, meta);
-    } catch (err) {
-      if (options.signal?.aborted) throw options.signal.reason ?? err;
-      const final = err instanceof DownloadError ? err.final : false;
-      if (final || attempt >= attempts) {
-        throw err instanceof DownloadError ? err : new DownloadError(rootCauseMessage(err), false);
+  const http = await httpClientFor(options.env ?? process.env);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const meta = await fetchPart(options, http.fetch);
+        return await verifyAndKeep(options, meta);
+      } catch (err) {
+        if (options.signal?.aborted) throw options.signal.reason ?? err;
+        const final = err instanceof DownloadError ? err.final : false;
+        if (final || attempt >= attempts) {
+          throw err instanceof DownloadError ? err : new DownloadError(rootCauseMessage(err), false);
+        }
+        const reason = err instanceof DownloadError ? err.message : rootCauseMessage(err);
+        options.onRetry?.({ attempt: attempt + 1, attempts, reason, waitMs: wait });
+        await delay(wait, undefined, { signal: options.signal });
+        wait = Math.min(wait * 2, 30_000);
       }
-      await delay(wait, undefined, { signal: options.signal });
-      wait = Math.min(wait * 2, 30_000);
     }
+  } finally {
+    await http.close();
   }
+}
+
+/**
+ * Codes (anywhere in an error's cause chain) of a host or proxy that gave no answer: no route, no name,
+ * refused, reset, timed out; UND_ERR_ABORTED is undici's for a proxy that refused the tunnel (a download's own
+ * abort is told apart before). Not a refusal fetch makes itself (a "bad port"), nor a certificate error.
+ */
+const NO_ANSWER = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EAI_FAIL",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EHOSTDOWN",
+  "ENETDOWN",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_SOCKET",
+  "UND_ERR_ABORTED",
+]);
+
+function noAnswer(err: unknown): boolean {
+  // Not `instanceof Error`: fetch's errors may come from another realm (Node's own undici, a test's vm).
+  for (let e: unknown = err, depth = 0; typeof e === "object" && e !== null && depth < 10; depth++) {
+    const { code, cause } = e as { code?: unknown; cause?: unknown };
+    if (typeof code === "string" && NO_ANSWER.has(code)) return true;
+    e = cause;
+  }
+  return false;
+}
+
+type Fetch = (url: URL, init: RequestInit) => Promise<Response>;
+
+/**
+ * The global fetch, or, when a proxy variable is set, undici's fetch through its EnvHttpProxyAgent (Node 20's
+ * fetch reads no proxy variables): HTTPS_PROXY for https URLs (HTTP_PROXY when it is unset), HTTP_PROXY for
+ * http ones, both through a CONNECT tunnel; NO_PROXY lists hosts reached directly. undici is loaded only then.
+ */
+async function httpClientFor(env: NodeJS.ProcessEnv): Promise<{ fetch: Fetch; close: () => Promise<void> }> {
+  const read = (name: string) => {
+    const value = env[name.toLowerCase()] ?? env[name];
+    return value === undefined || value === "" ? undefined : value;
+  };
+  const httpProxy = read("HTTP_PROXY");
+  const httpsProxy = read("HTTPS_PROXY");
+  if (httpProxy === undefined && httpsProxy === undefined) {
+    return { fetch: (url, init) => fetch(url, init), close: async () => undefined };
+  }
+  const undici = await import("undici");
+  // From `env` alone ("" stops undici from reading the process's own); as undici has it, an https URL goes
+  // through HTTP_PROXY when HTTPS_PROXY is unset.
+  const dispatcher = new undici.EnvHttpProxyAgent({
+    httpProxy: httpProxy ?? "",
+    httpsProxy: httpsProxy ?? "",
+    noProxy: read("NO_PROXY") ?? "",
+  });
+  return {
+    fetch: (url, init) =>
+      undici.fetch(url, {
+        ...(init as Parameters<typeof undici.fetch>[1]),
+        dispatcher,
+      }) as unknown as Promise<Response>,
+    close: () => dispatcher.close(),
+  };
 }
 
 function partPaths(dest: string): { part: string; meta: string } {
@@ -115,7 +209,7 @@ function partSize(file: string): number {
 }
 
 /** One attempt: resumes `<dest>.part` where it stops and appends until the server's body ends. */
-async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
+async function fetchPart(options: DownloadOptions, fetch: Fetch): Promise<PartMeta> {
   const { part, meta: metaFile } = partPaths(options.dest);
   let meta = readMeta(metaFile);
   const source = options.recordAs ?? options.url;
@@ -131,7 +225,7 @@ async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
     headers.Range = `bytes=${have}-`;
     if (meta.validator !== undefined) headers["If-Range"] = meta.validator;
   }
-  const { response, stated } = await follow(options, headers);
+  const { response, stated } = await follow(options, headers, fetch);
   const fail = async (message: string, final: boolean): Promise<never> => {
     await response.body?.cancel();
     throw new DownloadError(message, final);
@@ -140,7 +234,7 @@ async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
     // Nothing to resume at that offset (the part is longer than the file, or the file changed): start over.
     await response.body?.cancel();
     fs.rmSync(part, { force: true });
-    return fetchPart(options);
+    return fetchPart(options, fetch);
   }
   let start = 0;
   let total: number | undefined;
@@ -225,6 +319,7 @@ async function fetchPart(options: DownloadOptions): Promise<PartMeta> {
 async function follow(
   options: DownloadOptions,
   headers: Record<string, string>,
+  fetch: Fetch,
 ): Promise<{ response: Response; stated: { size?: number; sha256?: string } }> {
   const stated: { size?: number; sha256?: string } = {};
   const origin = new URL(options.url).origin;
@@ -241,7 +336,8 @@ async function follow(
         ...(options.signal ? { signal: options.signal } : {}),
       });
     } catch (err) {
-      throw new DownloadError(rootCauseMessage(err), false);
+      if (options.signal?.aborted) throw err;
+      throw new DownloadError(rootCauseMessage(err), false, noAnswer(err));
     }
     if (onHub) {
       const size = response.headers.get("x-linked-size");

@@ -53,8 +53,12 @@ export class ContextOverflowError extends Error {
   constructor(
     readonly tokens: number,
     readonly contextSize: number,
+    /** Counted in pieces and stopped early: the prompt holds about this many tokens or more. */
+    readonly atLeast = false,
   ) {
-    super(`${tokens} tokens do not fit the context of ${contextSize}`);
+    super(
+      `${atLeast ? "about " : ""}${tokens}${atLeast ? " or more" : ""} tokens do not fit the context of ${contextSize}`,
+    );
     this.name = "ContextOverflowError";
   }
 }

@@ -2,6 +2,7 @@ import path from "node:path";
 import type { ChatMessage } from "../upstream/types";
 import { evaluateAfter, logNormaliser } from "./evaluate";
 import { importNodeLlamaCpp, type NodeLlamaCpp } from "./node-llama-cpp";
+import { PIECE_CHARS, PromptTokenizer, type PromptTokens } from "./prompt-tokens";
 import { SequencePool, sharedPrefix } from "./sequence-pool";
 
 export interface EngineOptions {
@@ -17,6 +18,8 @@ export interface EngineOptions {
   contextSize: number | "auto";
   /** CPU threads for evaluation; 0 means one per math core the machine has (node-llama-cpp's cpuMathCores). */
   threads: number;
+  /** Told the share of the model's weights loaded so far, 0 (exclusive) to 1 (node-llama-cpp's onLoadProgress). */
+  onLoadProgress?: (loaded: number) => void;
 }
 
 /**
@@ -51,6 +54,27 @@ interface Pending {
   tail: number[];
 }
 
+/** One probe to score: its messages (the last an open assistant message) and its outcomes' texts after them. */
+export interface ScoreRequest {
+  messages: readonly ChatMessage[];
+  continuations: readonly string[];
+}
+
+/**
+ * A probe's evaluation: the context all its outcomes share (the prompt, and its outcomes' common first
+ * tokens, but never an outcome's last token) and each outcome's tokens after it.
+ */
+function planProbe(
+  prefix: readonly number[],
+  outcomes: readonly number[][],
+): { context: number[]; pending: Pending[] } {
+  const first = outcomes[0] ?? [];
+  let shared = first.length;
+  for (const tokens of outcomes) shared = Math.min(shared, sharedPrefix(first, tokens), tokens.length - 1);
+  const context = [...prefix, ...first.slice(0, shared)];
+  return { context, pending: outcomes.map((tokens, index) => ({ index, tail: tokens.slice(shared) })) };
+}
+
 /**
  * A GGUF model run in-process by node-llama-cpp, reduced to what the decider asks of a model: the exact
  * probability of each outcome's text after a prefilled answer. The prompt is rendered with the model's own
@@ -58,6 +82,7 @@ interface Pending {
  */
 export class LlamaEngine {
   private readonly pool: SequencePool<NodeLlamaCpp.LlamaContextSequence>;
+  private readonly tokenizer = new PromptTokenizer();
 
   private constructor(
     private readonly lib: typeof NodeLlamaCpp,
@@ -80,7 +105,10 @@ export class LlamaEngine {
       progressLogs: false,
     });
     try {
-      const model = await llama.loadModel({ modelPath: options.modelPath });
+      const model = await llama.loadModel({
+        modelPath: options.modelPath,
+        ...(options.onLoadProgress === undefined ? {} : { onLoadProgress: options.onLoadProgress }),
+      });
       // No flash attention: its CPU kernel takes other paths for other batch shapes, so the same tokens in
       // other batches differ by up to 0.02 in a logprob; answers must not depend on what ran beside them.
       // Never node-llama-cpp's own default (its maxThreads, twice the cores on a 2-core machine): more
@@ -121,7 +149,19 @@ export class LlamaEngine {
 
   /** The tokens the model evaluates for these messages, the last one an open (prefilled) assistant message. */
   tokenize(messages: readonly ChatMessage[], continuation = ""): number[] {
-    return this.tokensOf(this.render(messages), continuation);
+    const tokens: number[] = [
+      ...this.lib.LlamaText([this.render(messages), continuation]).tokenize(this.model.tokenizer),
+    ];
+    const bos = this.bos;
+    // As llama-server tokenizes: BOS first when the model asks for one and the template did not write it.
+    if (bos !== undefined && tokens[0] !== bos) tokens.unshift(bos);
+    return tokens;
+  }
+
+  /** BOS when the model asks for it first (and the template may not write it), else undefined. */
+  private get bos(): number | undefined {
+    const bos = this.model.tokens.bos;
+    return this.model.tokens.shouldPrependBosToken && bos !== null ? bos : undefined;
   }
 
   /** The messages through the model's chat template (once per probe: it is the same for every outcome). */
@@ -133,43 +173,65 @@ export class LlamaEngine {
   }
 
   /**
-   * The rendered prompt with an outcome's text after it, tokenized whole: the outcome's first token may
-   * merge with the prompt's last characters, so it is never tokenized apart.
+   * The prompts' tokens: rendered with the chat template, the part all probes share tokenized once (and
+   * refused before anything else when it alone does not fit), each probe's own part with each of its
+   * continuations (see PromptTokenizer).
    */
-  private tokensOf(rendered: NodeLlamaCpp.LlamaText, continuation: string): number[] {
-    const tokens = [...this.lib.LlamaText([rendered, continuation]).tokenize(this.model.tokenizer)];
-    const bos = this.model.tokens.bos;
-    // As llama-server tokenizes: BOS first when the model asks for one and the template did not write it.
-    if (this.model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos) tokens.unshift(bos);
-    return tokens;
+  async prepare(probes: readonly ScoreRequest[], signal: AbortSignal): Promise<PromptTokens> {
+    const rendered: (readonly NodeLlamaCpp.LlamaTextValue[])[] = [];
+    for (const probe of probes) {
+      // Rendering copies the whole text (about 5 ms for a 1 MB state): a long prompt's probes one per turn.
+      if (rendered.length > 0 && probe.messages.reduce((n, m) => n + m.content.length, 0) > 2 * PIECE_CHARS) {
+        await new Promise((resolve) => setImmediate(resolve));
+        signal.throwIfAborted();
+      }
+      rendered.push(this.render(probe.messages).values);
+    }
+    return this.tokenizer.tokenize(
+      rendered,
+      probes.map((p) => p.continuations),
+      { tokenizer: this.model.tokenizer, bos: this.bos, contextSize: this.info.contextSize, signal },
+    );
   }
 
-  /**
-   * The natural-log probability of each continuation after the messages: the sum of its tokens' log
-   * probabilities, each from the full distribution at its position. The outcomes' shared prefix is
-   * evaluated once, and each further position once for all outcomes that pass through it. At the first
-   * position the normaliser is left out (it is common to every outcome, so renormalising over them cancels
-   * it); past it, each position's normaliser is summed in float64 over the whole vocabulary.
-   */
+  /** One probe: see scoreMany. */
   async score(
     messages: readonly ChatMessage[],
     continuations: readonly string[],
     signal: AbortSignal,
     slot?: number,
   ): Promise<{ scores: number[]; evaluated: number }> {
-    const rendered = this.render(messages);
-    const full = continuations.map((c) => this.tokensOf(rendered, c));
-    const shortest = Math.min(...full.map((t) => t.length));
-    let shared = full[0]?.length ?? 0;
-    for (const tokens of full) shared = Math.min(shared, sharedPrefix(full[0] as number[], tokens));
-    shared = Math.min(shared, shortest - 1);
-    const prefix = (full[0] as number[]).slice(0, shared);
-    const pending: Pending[] = full.map((tokens, index) => ({ index, tail: tokens.slice(shared) }));
-    const scores = continuations.map(() => 0);
-    const sequence = await this.pool.acquire(prefix, slot);
+    const [only] = await this.scoreMany([{ messages, continuations }], signal, slot);
+    return only as { scores: number[]; evaluated: number };
+  }
+
+  /**
+   * For each probe, the natural-log probability of each continuation after its messages: the sum of its
+   * tokens' log probabilities, each from the full distribution at its position. The probes share all but
+   * their last message: their common prompt is tokenized once and evaluated once, in one sequence (the slot's),
+   * then each probe's own tokens after it; within a probe, the outcomes' shared prefix is evaluated once, and
+   * each further position once for all outcomes that pass through it. At an outcome's first position the
+   * normaliser is left out (it is common to every outcome of the probe, so renormalising over them cancels
+   * it); past it, each position's normaliser is summed in float64 over the whole vocabulary. `evaluated`:
+   * the tokens each probe evaluated (not taken from the sequence's cache).
+   */
+  async scoreMany(
+    probes: readonly ScoreRequest[],
+    signal: AbortSignal,
+    slot?: number,
+  ): Promise<{ scores: number[]; evaluated: number }[]> {
+    const { prefix, tails } = await this.prepare(probes, signal);
+    const plans = tails.map((outcomes) => planProbe(prefix, outcomes));
+    signal.throwIfAborted();
+    const sequence = await this.pool.acquire(plans[0]?.context ?? prefix, slot);
     try {
-      const evaluated = await this.scoreAt(sequence, prefix, pending, scores, signal, true);
-      return { scores, evaluated };
+      const results: { scores: number[]; evaluated: number }[] = [];
+      for (const plan of plans) {
+        const scores = plan.pending.map(() => 0);
+        const evaluated = await this.scoreAt(sequence, plan.context, plan.pending, scores, signal, true);
+        results.push({ scores, evaluated });
+      }
+      return results;
     } finally {
       this.pool.release(sequence);
     }

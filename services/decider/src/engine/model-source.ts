@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { basicAuthOf } from "../upstream/address";
@@ -9,6 +10,8 @@ export const DEFAULT_MODEL = "hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-in
 /** Where LOCALDECIDER_MODEL points: a GGUF file on disk, or one to download (an http(s) URL or an hf: URI). */
 export type ModelSource =
   | { kind: "file"; path: string }
+  /** LOCALDECIDER_MODEL=demo: a tiny model with random weights, written at start (demo/demo-model.ts). */
+  | { kind: "demo" }
   | {
       kind: "download";
       /**
@@ -38,14 +41,24 @@ const NAME = /^(?!.*\.\.)[A-Za-z0-9_][\w.-]*$/;
 /** A segment of the file's path in the repository: no `.`/`..`, no percent-escapes, separators or `?#:`. */
 const FILE_SEGMENT = /^(?!\.\.?$)[^\\/%?#:\s]+$/;
 
+/** Hugging Face's own address: where hf: URIs are fetched from unless HF_ENDPOINT names a mirror. */
+export const HF_DEFAULT_ENDPOINT = "https://huggingface.co";
+
 /**
  * Parses LOCALDECIDER_MODEL. An hf: URI names one file, `hf:<user>/<repo>/<file>.gguf[#<branch>]`; the
  * `hf:<user>/<repo>:<quant>` form that node-llama-cpp also reads is not taken, since finding its file needs
  * a search we would then have to trust blindly. Throws with a message for the boot error; the message never
- * quotes the URL's credentials.
+ * quotes the URL's credentials. From `env`, as huggingface_hub reads them: HF_ENDPOINT, a mirror hf: URIs are
+ * fetched from instead of huggingface.co, and HF_TOKEN, sent as a bearer to that address only.
  */
-export function parseModelSource(value: string, cwd = process.cwd()): ModelSource {
-  if (value.startsWith("hf:")) return parseHf(value);
+export function parseModelSource(
+  value: string,
+  cwd = process.cwd(),
+  env: NodeJS.ProcessEnv = process.env,
+): ModelSource {
+  // A file of that name is `./demo`.
+  if (value === "demo") return { kind: "demo" };
+  if (value.startsWith("hf:")) return parseHf(value, hubOf(env));
   if (/^https?:\/\//i.test(value)) {
     if (!URL.canParse(value)) throw new Error(`"${shownUnparsed(value)}" is not a valid URL`);
     const url = new URL(value);
@@ -79,7 +92,7 @@ export function parseModelSource(value: string, cwd = process.cwd()): ModelSourc
  * can only name a file of that repository: no `..`, no percent-escapes (`%2F`), no `:`. A branch may have
  * `/` between plain parts (`refs/pr/1`): it is sent as `%2F`, which the hub reads as one revision.
  */
-function parseHf(value: string): ModelSource {
+function parseHf(value: string, hub: Hub): ModelSource {
   const m = HF.exec(value);
   if (m === null) {
     throw new Error(
@@ -101,9 +114,87 @@ function parseHf(value: string): ModelSource {
     );
   }
   const url = new URL(
-    `https://huggingface.co/${user}/${repo}/resolve/${refParts.join("%2F")}/${segments.map(encodeURIComponent).join("/")}`,
+    `${hub.endpoint}/${user}/${repo}/resolve/${refParts.join("%2F")}/${segments.map(encodeURIComponent).join("/")}`,
   );
-  return { kind: "download", uri: value, url: url.toString(), recorded: url.toString(), cachePath: cachePathOf(url) };
+  return {
+    kind: "download",
+    uri: value,
+    url: url.toString(),
+    recorded: url.toString(),
+    ...(hub.token === undefined ? {} : { authorization: `Bearer ${hub.token}` }),
+    cachePath: cachePathOf(url),
+  };
+}
+
+interface Hub {
+  /** Without a trailing slash; may have a path (a mirror under a prefix). */
+  endpoint: string;
+  token?: string;
+}
+
+/** HF_ENDPOINT and HF_TOKEN, checked: a bad endpoint stops the boot naming the variable. */
+function hubOf(env: NodeJS.ProcessEnv): Hub {
+  const configured = env.HF_ENDPOINT ?? "";
+  const token = env.HF_TOKEN ?? "";
+  let endpoint = HF_DEFAULT_ENDPOINT;
+  if (configured !== "") {
+    const url = URL.canParse(configured) ? new URL(configured) : undefined;
+    if (url === undefined || !/^https?:$/.test(url.protocol) || url.username !== "" || url.password !== "") {
+      throw new Error(
+        `HF_ENDPOINT "${shownUnparsed(configured)}" must be an http(s) URL without credentials (a Hugging Face mirror, e.g. https://hf-mirror.example); HF_TOKEN is its token`,
+      );
+    }
+    if (url.search !== "" || url.hash !== "") throw new Error("HF_ENDPOINT must have no query or fragment");
+    endpoint = `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+  }
+  if (token !== "" && !/^[\x21-\x7e]+$/.test(token)) {
+    throw new Error("HF_TOKEN holds characters a token cannot have (spaces, line breaks or non-ASCII)");
+  }
+  return { endpoint, ...(token === "" ? {} : { token }) };
+}
+
+/**
+ * `user/repo[:quant]` written where a file path was expected: llama-server's `-hf` shorthand. A suggestion
+ * for the boot error (the file's name is a guess from Qwen's own naming; the hub's listing has the real one).
+ */
+export function hfShorthandHint(value: string): string | undefined {
+  const m = /^([A-Za-z0-9_][\w.-]*)\/([A-Za-z0-9_][\w.-]*?)(?::([\w.-]+))?$/.exec(value);
+  if (m === null || /\.gguf$/i.test(value)) return undefined;
+  const [, user, repo, quant] = m as unknown as [string, string, string, string | undefined];
+  const base = repo.replace(/-GGUF$/i, "").toLowerCase();
+  const guess = `${base}${quant === undefined ? "" : `-${quant.toLowerCase()}`}.gguf`;
+  return (
+    `it looks like llama-server's -hf shorthand (<user>/<repo>[:<quant>]), which names no file: write ` +
+    `hf:${user}/${repo}/<file>.gguf, e.g. hf:${user}/${repo}/${guess} if that is the file's name ` +
+    `(the repository's files are listed at ${HF_DEFAULT_ENDPOINT}/${user}/${repo}/tree/main)`
+  );
+}
+
+/**
+ * A model file given as a path must be there at start: the boot stops with this message otherwise (a mount
+ * that is missing, a typo, llama-server's -hf shorthand), instead of a process that answers only 503.
+ * `configured` is LOCALDECIDER_MODEL as written, `file` where it was looked for.
+ */
+export function checkModelFile(configured: string, file: string): void {
+  let stat: fs.Stats;
+  const where = path.isAbsolute(configured) ? file : `${configured} (looked for at ${file})`;
+  try {
+    stat = fs.statSync(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const hint = hfShorthandHint(configured);
+    const what = code === "ENOENT" ? "there is no such file" : `it cannot be read (${code ?? String(err)})`;
+    throw new Error(
+      `LOCALDECIDER_MODEL: model file ${where}: ${what}; ${
+        hint ?? "give the path of a GGUF file, an http(s) URL, or hf:<user>/<repo>/<file>.gguf"
+      }`,
+    );
+  }
+  if (!stat.isFile()) {
+    throw new Error(
+      `LOCALDECIDER_MODEL: model file ${where}: it is not a file (a directory?); name the .gguf file itself`,
+    );
+  }
 }
 
 function sha256Hex(text: string): string {

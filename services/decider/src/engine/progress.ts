@@ -44,3 +44,20 @@ export class ProgressGate {
     return true;
   }
 }
+
+/**
+ * Decides when a percentage worth a log line has been reached: the first one, each further `step` percent,
+ * and the last (100 %), so a load's progress shows in a few lines whatever the number of callbacks.
+ */
+export class PercentGate {
+  private last = -1;
+
+  constructor(private readonly step = 25) {}
+
+  shouldLog(percent: number): boolean {
+    if (this.last >= 0 && percent < 100 && percent - this.last < this.step) return false;
+    if (percent === this.last) return false;
+    this.last = percent;
+    return true;
+  }
+}

@@ -38,13 +38,14 @@ export function ready(
     }
     const result = await gate.check();
     // An expected state (a model loading, a server restarting) that health checks poll: the model gate logs
-    // each change of it once at warn; each poll's 503 is no error of ours.
+    // each change of it once at warn; each poll's 503 is no error of ours. A model on its way to ready (the
+    // embedded engine downloading or loading, which logs its own progress) is not logged at info at all.
     const states = pool.states();
     const name = (s: (typeof states)[number]) => (full ? s.id : s.label);
     const several = pool.servers.length > 1;
     if (!result.ready) {
       throw deciderError("backend_not_ready", result.message, {
-        logLevel: "info",
+        logLevel: result.starting === true ? "debug" : "info",
         ...(several ? { details: states.map((s) => ({ path: name(s), message: s.reason ?? "ready" })) } : {}),
       });
     }

@@ -1,4 +1,4 @@
-import type { AppError } from "@localdecider/service-kit";
+import { type AppError, clip } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
 import { AbortedError, LimiterUnavailableError } from "../limits/types";
 import { rootCauseMessage, UpstreamError, type UpstreamFailure } from "./types";
@@ -15,8 +15,12 @@ export const MODEL_404 = "inference backend returned HTTP 404";
 
 /** llama.cpp's 500 when calls running at once overflow the context its slots share (recording 0007). */
 const SHARED_CONTEXT_EXCEEDED = /context size has been exceeded/i;
-/** A server's 400 for a prompt longer than its context (llama.cpp, vLLM, the embedded engine). */
-const CONTEXT_TOO_LONG = /context|too long|too many tokens|maximum.*length|exceed/i;
+/**
+ * A server's 400 for a prompt longer than its context (llama.cpp, vLLM, the embedded engine): one of these
+ * words, or "maximum … length" on one line (mentionsMaximumLength). The server's text can be long and can
+ * repeat the request, so every test of it must run in linear time.
+ */
+const CONTEXT_TOO_LONG = /context|too long|too many tokens|exceed/i;
 /** A kept-alive connection closed by the other side as a call went out, as opposed to one refused. */
 const CUT = /other side closed|ECONNRESET|EPIPE|socket hang up/i;
 
@@ -27,11 +31,42 @@ export function classifyStatus(status: number, message: string, retryAfter?: str
   if (status === 500 && SHARED_CONTEXT_EXCEEDED.test(message)) {
     return { kind: "context_overflow", together: true, detail: message };
   }
-  if (status === 400 && CONTEXT_TOO_LONG.test(message))
+  if (status === 400 && (CONTEXT_TOO_LONG.test(message) || mentionsMaximumLength(message)))
     return { kind: "context_overflow", together: false, detail: message };
   if (status === 429) return { kind: "busy", status, detail: message, ...after };
   if (status === 503) return { kind: "not_ready", status, detail: message, ...after };
   return { kind: "server_error", status, detail: message };
+}
+
+/**
+ * Whether some line of `message` holds "maximum" and, after it, "length" (any letter case): what the regex
+ * `/maximum.*length/i` matches, read in one pass. That regex rescans the rest of the line from every
+ * "maximum", so a server's message repeating the word (8,000 times: 0.2 s) costs quadratic time.
+ */
+export function mentionsMaximumLength(message: string): boolean {
+  const text = message.toLowerCase();
+  let nextLength = -1;
+  let at = text.indexOf("maximum");
+  while (at !== -1) {
+    // Both searches only move forward: the whole text is read a bounded number of times.
+    if (nextLength !== -1 && nextLength < at + 7) nextLength = -1;
+    if (nextLength === -1) nextLength = text.indexOf("length", at + 7);
+    if (nextLength === -1) return false;
+    const lineEnd = lineEndAfter(text, at);
+    if (nextLength < lineEnd) return true;
+    // No later "maximum" on this line can be followed by "length" on it either.
+    at = text.indexOf("maximum", lineEnd);
+  }
+  return false;
+}
+
+/** Where the line holding `from` ends: its first line terminator at or after `from` (as a regex `.` sees them). */
+function lineEndAfter(text: string, from: number): number {
+  for (let i = from; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x0a || c === 0x0d || c === 0x2028 || c === 0x2029) return i;
+  }
+  return text.length;
 }
 
 /** A call that got no answer: refused or unreachable, or cut as it went out (worth one more try). */
@@ -151,8 +186,9 @@ export function tooManyQuestions(count: number, maxQuestions: number): AppError 
   );
 }
 
+/** The model asked for is quoted clipped (ECHO_LIMITS.quote): a 1 MB name was answered and logged whole. */
 export function unknownModel(model: string, accepted: readonly string[]): AppError {
-  return deciderError("unknown_model", `Unknown model "${model}"; available models: ${accepted.join(", ")}`);
+  return deciderError("unknown_model", `Unknown model "${clip(model)}"; available models: ${accepted.join(", ")}`);
 }
 
 /** The decision's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is this 504. */

@@ -1,53 +1,64 @@
 import http from "node:http";
 import https from "node:https";
 
+/** A model server's answer as node:http gives it: no WHATWG Response, Headers or stream built around it. */
+export interface RawResponse {
+  status: number;
+  statusText: string;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+export interface RawRequest {
+  method: string;
+  headers: Record<string, string>;
+  body?: string | Uint8Array;
+  signal?: AbortSignal | undefined;
+}
+
+/** One call over kept-alive connections: method, headers, a string or byte body, an abort signal. */
+export type HttpRequest = (url: string | URL, init: RawRequest) => Promise<RawResponse>;
+
 /**
- * The `fetch` the `openai` client calls the model server with: node:http(s) over kept-alive connections
- * instead of the global fetch (undici's WHATWG fetch, whose request and response streams cost about
- * 0.3 ms of CPU per call here: 0.78 ms against 0.40 ms for the same call, one at a time, to a fake server
- * that answers at once). A decision makes one call per question, so that is most of what the decider
- * itself adds per call. It does what the client asks of a fetch and no more: method, headers, a string
- * or byte body, an abort signal; it follows no redirect and asks for no compression (a model server's API
- * does neither). Errors keep node's codes (ECONNREFUSED, ECONNRESET, "socket hang up") for the failure
- * policy to read.
+ * The decider's calls to model servers, over one set of kept-alive connections (node:http(s)), in two
+ * shapes: `fetch`, which the `openai` client calls (the global fetch, undici's WHATWG fetch, cost about
+ * 0.3 ms of CPU more per call here: 0.78 ms against 0.40 ms for the same call, one at a time, to a fake
+ * server that answers at once), and `request`, the same without the WHATWG Response around the answer
+ * (its Headers and body stream cost another ~0.07 ms per call; llama.cpp's own endpoints use it). They do
+ * what a model server's API needs and no more: no redirect followed, no compression asked for. Errors keep
+ * node's codes (ECONNREFUSED, ECONNRESET, "socket hang up") for the failure policy to read.
  */
-export function createHttpFetch(): typeof fetch {
+export function createHttpTransport(): { fetch: typeof fetch; request: HttpRequest } {
   // Idle connections are closed before a server's own keep-alive timeout (llama-server: 5 s) would cut
   // them under a call; a call that meets one cut anyway is sent again by the upstream adapter.
   const agents = {
     "http:": new http.Agent({ keepAlive: true, timeout: 4000 }),
     "https:": new https.Agent({ keepAlive: true, timeout: 4000 }),
   };
-  return ((input: string | URL | Request, init: RequestInit = {}) => {
-    const url = new URL(typeof input === "string" || input instanceof URL ? input : input.url);
+  const request: HttpRequest = (input, init) => {
+    const url = new URL(input);
     const protocol = url.protocol === "https:" ? "https:" : "http:";
-    const headers: Record<string, string> = {};
-    new Headers(init.headers).forEach((value, key) => {
-      if (key !== "accept-encoding") headers[key] = value;
-    });
+    const headers = { ...init.headers };
     const body = bodyBytes(init.body);
     if (body !== undefined) headers["content-length"] = String(body.byteLength);
-    const signal = init.signal ?? undefined;
-    return new Promise<Response>((resolve, reject) => {
+    const signal = init.signal;
+    return new Promise<RawResponse>((resolve, reject) => {
       if (signal?.aborted) return reject(abortError());
-      const request = (protocol === "https:" ? https : http).request(
+      const outgoing = (protocol === "https:" ? https : http).request(
         url,
-        { method: init.method ?? "GET", headers, agent: agents[protocol] },
+        { method: init.method, headers, agent: agents[protocol] },
         (res) => {
           const chunks: Buffer[] = [];
           res.on("data", (chunk: Buffer) => chunks.push(chunk));
           res.on("error", fail);
           res.on("end", () => {
             signal?.removeEventListener("abort", onAbort);
-            const status = res.statusCode ?? 502;
-            const answer = new Headers();
-            for (const [key, value] of Object.entries(res.headers)) {
-              if (typeof value === "string") answer.set(key, value);
-              else if (Array.isArray(value)) for (const v of value) answer.append(key, v);
-            }
-            // A body is not allowed with these statuses.
-            const content = status === 204 || status === 304 ? null : Buffer.concat(chunks);
-            resolve(new Response(content, { status, statusText: res.statusMessage ?? "", headers: answer }));
+            resolve({
+              status: res.statusCode ?? 502,
+              statusText: res.statusMessage ?? "",
+              headers: res.headers,
+              body: Buffer.concat(chunks),
+            });
           });
         },
       );
@@ -56,21 +67,53 @@ export function createHttpFetch(): typeof fetch {
         reject(signal?.aborted ? abortError() : err);
       }
       function onAbort(): void {
-        request.destroy(abortError());
+        outgoing.destroy(abortError());
       }
       signal?.addEventListener("abort", onAbort, { once: true });
-      request.on("error", fail);
-      request.end(body);
+      outgoing.on("error", fail);
+      outgoing.end(body);
     });
+  };
+  const fetchLike = (async (input: string | URL | Request, init: RequestInit = {}) => {
+    const url = typeof input === "string" || input instanceof URL ? input : input.url;
+    const headers: Record<string, string> = {};
+    new Headers(init.headers).forEach((value, key) => {
+      if (key !== "accept-encoding") headers[key] = value;
+    });
+    const res = await request(url, {
+      method: init.method ?? "GET",
+      headers,
+      body: fetchBody(init.body),
+      signal: init.signal ?? undefined,
+    });
+    const answer = new Headers();
+    for (const [key, value] of Object.entries(res.headers)) {
+      if (typeof value === "string") answer.set(key, value);
+      else if (Array.isArray(value)) for (const v of value) answer.append(key, v);
+    }
+    // A body is not allowed with these statuses.
+    const content = res.status === 204 || res.status === 304 ? null : res.body;
+    return new Response(content, { status: res.status, statusText: res.statusText, headers: answer });
   }) as typeof fetch;
+  return { fetch: fetchLike, request };
 }
 
-function bodyBytes(body: RequestInit["body"]): Buffer | undefined {
+/** The `fetch` the `openai` client calls the model server with (see createHttpTransport). */
+export function createHttpFetch(): typeof fetch {
+  return createHttpTransport().fetch;
+}
+
+function fetchBody(body: RequestInit["body"]): string | Uint8Array | undefined {
   if (body === undefined || body === null) return undefined;
-  if (typeof body === "string") return Buffer.from(body);
-  if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if (body instanceof ArrayBuffer) return Buffer.from(body);
+  if (typeof body === "string" || body instanceof Uint8Array) return body;
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
   throw new Error("the model server's fetch sends only string or byte bodies");
+}
+
+function bodyBytes(body: string | Uint8Array | undefined): Buffer | undefined {
+  if (body === undefined) return undefined;
+  if (typeof body === "string") return Buffer.from(body);
+  return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 }
 
 function abortError(): Error {

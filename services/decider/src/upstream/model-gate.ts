@@ -47,6 +47,7 @@ export class ModelGate {
       r === undefined ? "" : r.ready ? "ready" : `${r.message}|${r.detail ?? ""}`;
     if (text(before) === text(result)) return;
     if (result.ready) this.logger.info("model server ready");
+    else if (result.starting === true) this.logger.debug("model server not ready yet", { reason: result.message });
     else this.logger.warn("model server not ready", { reason: result.message, detail: result.detail });
   }
 

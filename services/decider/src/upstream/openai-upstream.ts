@@ -1,9 +1,14 @@
 import OpenAI from "openai";
 import { classifyStatus, classifyTransport, retryOnNewConnection } from "./failure";
-import { createHttpFetch } from "./http-fetch";
-import { type ServerProfile, UNKNOWN_SERVER } from "./server-profile";
+import { outcomesGrammar } from "./grammar";
+import { createHttpTransport } from "./http-fetch";
+import { LlamaNative } from "./llama-native";
+import { findSeam, PackedProbes, type PromptSeam } from "./llama-packed";
+import { alternative, TOP_LOGPROBS, truncated } from "./reported";
+import { rootOf, type ServerProfile, UNKNOWN_SERVER } from "./server-profile";
 import {
   type Alternative,
+  type ChatMessage,
   type ProbeOptions,
   type ProbeRequest,
   type ProbeResult,
@@ -11,9 +16,6 @@ import {
   type Upstream,
   UpstreamError,
 } from "./types";
-
-/** `top_logprobs` asked for: the most OpenAI, vLLM (default max_logprobs) and Ollama accept. */
-export const TOP_LOGPROBS = 20;
 
 export interface OpenAIUpstreamOptions {
   baseURL: string;
@@ -31,14 +33,27 @@ export type Completion = OpenAI.Chat.Completions.ChatCompletion;
  * Each probe asks for one token after the prefilled assistant message and reads the reported alternatives.
  * What it sends beyond OpenAI's fields depends on the server's kind (its profile, read once by
  * ServerCheck): llama.cpp gets the request's slot (`id_slot`), servers that take them get
- * `chat_template_kwargs` that turn a thinking template's thinking off.
+ * `chat_template_kwargs` that turn a thinking template's thinking off. On llama.cpp, once ServerCheck has
+ * verified where its template's prompts can be cut, a prompt's probes go in one `/completion` call instead
+ * (probeMany, llama-packed.ts).
  */
 export class OpenAIUpstream implements Upstream {
   private readonly client: OpenAI;
-  /** What kind of server answers (UNKNOWN_SERVER until ServerCheck has asked it). */
-  profile: ServerProfile = UNKNOWN_SERVER;
+  /** llama.cpp's own endpoints, over the same connections. */
+  private readonly native: LlamaNative;
+  private serverProfile: ServerProfile = UNKNOWN_SERVER;
+  /** A llama.cpp server's prompts in one `/completion` call each, once ServerCheck found its template's seam. */
+  private packed: PackedProbes | undefined;
 
   constructor(private readonly options: OpenAIUpstreamOptions) {
+    // One set of kept-alive connections for the chat calls and llama.cpp's own endpoints.
+    const { fetch, request } = createHttpTransport();
+    this.native = new LlamaNative({
+      root: rootOf(options.baseURL),
+      authorization: options.authorization,
+      timeoutMs: options.timeoutMs,
+      request,
+    });
     this.client = new OpenAI({
       baseURL: options.baseURL,
       // The client insists on a key; the header it would make from it is replaced by ours, or unused.
@@ -49,8 +64,48 @@ export class OpenAIUpstream implements Upstream {
       maxRetries: 0,
       // A backstop only: our own timer (below) fires first and is what the client sees as a timeout.
       timeout: options.timeoutMs + 1000,
-      fetch: openAIShapedErrors(createHttpFetch()),
+      fetch: openAIShapedErrors(fetch),
     });
+  }
+
+  /** What kind of server answers (UNKNOWN_SERVER until ServerCheck has asked it). */
+  get profile(): ServerProfile {
+    return this.serverProfile;
+  }
+
+  set profile(profile: ServerProfile) {
+    this.serverProfile = profile;
+    this.packed =
+      profile.kind === "llama.cpp" && profile.packing !== undefined
+        ? new PackedProbes(this.native, profile.packing, profile.templateKwargs)
+        : undefined;
+  }
+
+  /**
+   * A prompt's probes in one call, on a llama.cpp server whose template's seam is known (see llama-packed.ts);
+   * absent otherwise, so the decider asks one chat call per probe in the order the server's cache wants.
+   */
+  get probeMany(): Upstream["probeMany"] {
+    const packed = this.packed;
+    if (packed === undefined) return undefined;
+    return async (requests, options) => {
+      const results = await packed.probeMany(requests, options);
+      if (results !== undefined) return results;
+      // This prompt rendered otherwise than the seam expects: its probes one chat call each, in its slot.
+      const each: ProbeResult[] = [];
+      for (const request of requests) each.push(await this.probe(request, options));
+      return each;
+    };
+  }
+
+  /** Where this llama.cpp server's prompts can be cut into ids and text (llama-packed.ts), or why nowhere. */
+  findSeam(messages: readonly ChatMessage[], signal: AbortSignal): Promise<{ seam: PromptSeam } | { reason: string }> {
+    return findSeam(this.native, messages, this.serverProfile.templateKwargs, signal);
+  }
+
+  /** The packed path over a seam, before the profile holds it (ServerCheck compares it with the chat path). */
+  packedWith(seam: PromptSeam): PackedProbes {
+    return new PackedProbes(this.native, seam, this.serverProfile.templateKwargs);
   }
 
   get prefixCache(): "slot" | "shared" {
@@ -146,25 +201,6 @@ function noLogprobsForAPiece(response: Completion): boolean {
     choice.finish_reason === "length" &&
     response.usage?.completion_tokens === 1
   );
-}
-
-/**
- * A GBNF grammar whose first token can only begin one of the reading's outcome texts (after JSON
- * whitespace where allowed): the sampled token is then whole text, and llama-server reports its logprobs.
- */
-export function outcomesGrammar(reading: Reading): string {
-  const literals = reading.literals.map((l) => JSON.stringify(l)).join(" | ");
-  return `root ::= ${reading.whitespaceFirst ? "[ \\t\\n\\r]* " : ""}(${literals}) [^\\x00]*`;
-}
-
-function truncated(text: string, max = 2000): string {
-  return text.length <= max ? text : `${text.slice(0, max)}... (${text.length} characters)`;
-}
-
-function alternative(t: { token: string; logprob: number; bytes?: number[] | null }): Alternative {
-  return t.bytes === undefined || t.bytes === null
-    ? { token: t.token, logprob: t.logprob }
-    : { token: t.token, logprob: t.logprob, bytes: t.bytes };
 }
 
 /**

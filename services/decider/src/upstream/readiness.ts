@@ -15,6 +15,11 @@ export type Readiness =
       modelMissing: boolean;
       /** For the log only: what exactly failed (it may name internal addresses). */
       detail?: string;
+      /**
+       * On its way to ready (the embedded model starting, downloading, loading): expected, polled for, and
+       * logged by the engine itself, so neither the gate nor /ready logs it as a failure.
+       */
+      starting?: boolean;
     };
 
 /**

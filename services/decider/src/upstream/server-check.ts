@@ -1,8 +1,9 @@
 import type { Logger } from "@localdecider/service-kit";
+import type { PromptSeam } from "./llama-packed";
 import type { ChatBody, Completion, OpenAIUpstream } from "./openai-upstream";
 import type { Readiness, ReadinessProbe } from "./readiness";
 import { detectServer, type ServerProfile } from "./server-profile";
-import { type ChatMessage, type Reading, rootCauseMessage } from "./types";
+import { type Alternative, type ChatMessage, type Reading, rootCauseMessage, UpstreamError } from "./types";
 
 export interface ServerCheckOptions {
   baseURL: string;
@@ -12,6 +13,8 @@ export interface ServerCheckOptions {
   maxInflight: number;
   /** LOCALDECIDER_ALLOW_NO_LOGPROBS: a server without logprobs is then usable. */
   allowNoLogprobs: boolean;
+  /** LOCALDECIDER_PACK_PROMPTS: look for a llama.cpp template's seam (else every probe is a chat call). */
+  packPrompts: boolean;
   logger: Logger;
 }
 
@@ -34,7 +37,11 @@ const SAME_LOGPROB = 0.01;
  * - that it continues a prefilled assistant message rather than closing it and opening a new turn (the
  *   prompt's tokens with a one-character prefill are the generation prompt's plus at most two);
  * - that its `top_logprobs` are the model's raw distribution: they sum to at most 1 and do not change with
- *   the temperature (a server that reports them after sampling reports another distribution).
+ *   the temperature (a server that reports them after sampling reports another distribution);
+ * - on llama.cpp, where its template's prompts can be cut into token ids and text (llama-packed.ts), and
+ *   that a prompt sent that way through `/completion` is answered with the chat call's alternatives: then
+ *   a prompt's probes go in one call. Otherwise (an older server without `/apply-template`, a template that
+ *   rewrites the prefill) each probe stays a chat call, with a warning.
  *
  * A server that fails either is not ready, in plain words, and decisions get 503 (the gate refuses them
  * like a missing model): answers read from it would be wrong.
@@ -103,7 +110,54 @@ export class ServerCheck implements ReadinessProbe {
         raw,
       );
     }
+    if (profile.kind === "llama.cpp" && this.options.packPrompts) {
+      const packing = await this.packing(prefilled, cold, signal);
+      if ("seam" in packing) {
+        this.upstream.profile = { ...profile, packing: packing.seam };
+        this.options.logger.info("llama.cpp prompts packed: each prompt's questions in one /completion call", {
+          server: this.options.baseURL,
+          cutAfter: packing.seam.special,
+          tail: packing.seam.tail,
+        });
+      } else {
+        this.options.logger.warn("llama.cpp prompts not packed: each question is a chat call", {
+          server: this.options.baseURL,
+          reason: packing.reason,
+        });
+      }
+    }
     return { ready: true };
+  }
+
+  /**
+   * The seam of a llama.cpp server's template, once the packed path answered the check's prefilled prompt
+   * (twice in one call) with the alternatives its chat call reported; or why prompts are not packed.
+   */
+  private async packing(
+    prefilled: ChatMessage[],
+    cold: Completion,
+    signal: AbortSignal,
+  ): Promise<{ seam: PromptSeam } | { reason: string }> {
+    try {
+      const found = await this.upstream.findSeam(MESSAGES, signal);
+      if (!("seam" in found)) return found;
+      const probe = { messages: prefilled, reading: READING, continuations: [] };
+      const results = await this.upstream.packedWith(found.seam).probeMany([probe, probe], { signal, slot: undefined });
+      for (const result of results ?? [undefined]) {
+        const packed = result?.scores === undefined ? (result?.alternatives ?? []) : [];
+        const differs = sameReport(topOf(cold), packed);
+        if (differs !== undefined) return { reason: `/completion answered otherwise than the chat call: ${differs}` };
+      }
+      return found;
+    } catch (err) {
+      if (err instanceof UpstreamError && err.failure.kind === "model_missing") {
+        return {
+          reason:
+            "it answers HTTP 404 to llama.cpp's own endpoints (/apply-template, /tokenize, /completion): an older llama-server, or a proxy that passes /v1 only",
+        };
+      }
+      return { reason: rootCauseMessage(err) };
+    }
   }
 
   /** A plain chat call: no prefill, so the server opens the assistant's turn itself. */
@@ -152,6 +206,19 @@ function topOf(response: Completion): Reported[] {
 
 /** A reported token's identity: its text, and its bytes (partial UTF-8 pieces all have the text ""). */
 const keyOf = (a: Reported) => `${a.token}\u0000${(a.bytes ?? []).join(",")}`;
+
+/** Why two reports of the same position differ (their five most likely tokens), or undefined when they do not. */
+function sameReport(chat: Reported[], packed: readonly Alternative[]): string | undefined {
+  if (chat.length === 0 || packed.length === 0) return "no alternatives reported";
+  const byToken = new Map(packed.map((a) => [keyOf(a), a.logprob]));
+  for (const alt of chat.slice(0, 5)) {
+    const other = byToken.get(keyOf(alt));
+    if (other === undefined || Math.abs(other - alt.logprob) > SAME_LOGPROB) {
+      return `${JSON.stringify(alt.token)} has logprob ${alt.logprob} there and ${other ?? "is not reported"} here`;
+    }
+  }
+  return undefined;
+}
 
 /** Why two reports of the same position are not one raw distribution, or undefined when they are. */
 function rawDistribution(cold: Reported[], hot: Reported[]): string | undefined {

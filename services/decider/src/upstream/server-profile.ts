@@ -1,3 +1,5 @@
+import type { PromptSeam } from "./llama-packed";
+
 /**
  * What kind of OpenAI-compatible server answers, and what that means for how the decider talks to it. Read
  * once from the server itself (its model list, and llama.cpp's `/props`), never configured by hand.
@@ -16,6 +18,11 @@ export interface ServerProfile {
   slots?: number;
   /** Takes `chat_template_kwargs` (llama.cpp, vLLM, SGLang): how thinking templates are told not to think. */
   templateKwargs: boolean;
+  /**
+   * llama.cpp only, once ServerCheck verified it: where its template's prompts can be cut into token ids and
+   * text, so that a prompt's probes go in one `/completion` call (llama-packed.ts).
+   */
+  packing?: PromptSeam;
 }
 
 /** Before the server was asked (or when it could not be): the cautious way, which works on every server. */
@@ -37,7 +44,7 @@ async function getJson(from: Fetcher, url: string): Promise<unknown> {
 }
 
 /** The server's own root, without the `/v1` the OpenAI client needs (llama.cpp's `/props` lives there). */
-function rootOf(baseURL: string): string {
+export function rootOf(baseURL: string): string {
   return baseURL.replace(/\/v1\/?$/, "");
 }
 

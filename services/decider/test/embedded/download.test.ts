@@ -6,8 +6,10 @@ import { embeddedBackend } from "../../src/backend";
 import { DownloadError, type DownloadProgress, downloadFile } from "../../src/engine/download";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
 import { parseModelSource } from "../../src/engine/model-source";
+import { PercentGate } from "../../src/engine/progress";
 import { tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger, deciderOver, waitFor } from "../helpers";
+import { freePort } from "../shared/processes";
 import { ModelFileServer, readModel, sha256 } from "./model-server";
 
 /**
@@ -135,10 +137,17 @@ describe("the embedded engine while its model downloads", () => {
 
   it("answers /ready and decisions 503 with the download's progress, then loads the model and answers 200", async () => {
     server.serve("/tiny.gguf", { bytes: model, holdAfter: model.length / 4 });
-    const { logger, lines } = capturingLogger("info");
+    const { logger, lines } = capturingLogger("silly");
     const embedded = embeddedFor(`${server.url}/resolve/tiny.gguf`, logger);
-    const d = deciderOver(embeddedBackend(embedded, `${dir}/tiny.gguf`, capturingLogger().logger));
+    // The app's own log at the default level: what an operator sees while health checks poll.
+    const app = capturingLogger("info");
+    const d = deciderOver(embeddedBackend(embedded, `${dir}/tiny.gguf`, app.logger), { logger: app.logger });
     try {
+      // Not "loading model" before anything was downloaded.
+      expect((await request(d.app).get("/ready")).body).toStrictEqual({
+        error: "starting the engine",
+        code: "backend_not_ready",
+      });
       const started = embedded.start();
       await waitFor(() => embedded.stateText === "downloading model (25 %)", "a quarter downloaded");
       const ready = await request(d.app).get("/ready");
@@ -152,6 +161,25 @@ describe("the embedded engine while its model downloads", () => {
       server.release();
       await started;
       expect((await request(d.app).get("/ready")).status).toBe(200);
+      // The polls of /ready while the model was on its way are expected: logged at debug, none at info or above.
+      // (The decision refused meanwhile is a client's failure: still at info.)
+      const shown = app.lines.filter((l) => ["error", "warn", "info"].includes(l.level));
+      expect(shown.map((l) => [l.message, l.code])).toStrictEqual([
+        ["request failed", "model_unavailable"],
+        ["model server ready", undefined],
+      ]);
+      expect(app.lines).toContainEqual(
+        expect.objectContaining({ level: "debug", message: "request failed", error: "downloading model (25 %)" }),
+      );
+      // The load's progress, in a few lines, up to 100 %.
+      const loading = lines.filter((l) => l.message === "loading model" && l.percent !== undefined);
+      const percents = loading.map((l) => l.percent as number);
+      expect(percents.at(-1)).toBe(100);
+      expect(percents).toStrictEqual([...percents].sort((a, b) => a - b));
+      expect(percents.length).toBeLessThanOrEqual(6);
+      // Each state /ready went through, in order: the download, then the load, once each.
+      const states = lines.filter((l) => l.message === "embedded engine state").map((l) => l.state);
+      expect(states).toStrictEqual(["downloading model (0 %)", "loading model", "ready"]);
       const messages = lines.map((l) => l.message);
       expect(messages).toEqual(
         expect.arrayContaining(["downloading model", "model downloaded", "loading model", "model loaded"]),
@@ -169,15 +197,76 @@ describe("the embedded engine while its model downloads", () => {
     }
   });
 
+  it("a download whose tries fail says why and when it tries again: on /ready and in one warning per retry", async () => {
+    const port = await freePort();
+    const uri = `http://127.0.0.1:${port}/m.gguf`;
+    const { logger, lines } = capturingLogger("info");
+    // The wait before the last try is long: the test looks at it, then closes the engine, which ends it.
+    const embedded = new EmbeddedUpstream({
+      source: parseModelSource(uri),
+      modelsDir: dir,
+      sha256: undefined,
+      engine: { gpu: "cpu", sequences: 1, contextSize: 1024, threads: 1 },
+      logger,
+      download: { attempts: 3, backoffMs: 10 },
+      progressBar: false,
+    });
+    const d = deciderOver(embeddedBackend(embedded, "m.gguf", capturingLogger().logger));
+    try {
+      await embedded.start();
+      const retries = lines.filter((l) => l.message === "model download failed; trying again");
+      expect(retries.map(({ attempt, attempts, waitMs }) => ({ attempt, attempts, waitMs }))).toStrictEqual([
+        { attempt: 2, attempts: 3, waitMs: 10 },
+        { attempt: 3, attempts: 3, waitMs: 20 },
+      ]);
+      for (const r of retries)
+        expect(r).toMatchObject({ level: "warn", uri, reason: expect.stringContaining("ECONNREFUSED") });
+      const failed = (await request(d.app).get("/ready")).body.error as string;
+      expect(failed).toMatch(new RegExp(`^model download failed: ${uri}: connect ECONNREFUSED`));
+    } finally {
+      await d.close();
+      await embedded.close();
+    }
+    const waiting = new EmbeddedUpstream({
+      source: parseModelSource(uri),
+      modelsDir: dir,
+      sha256: undefined,
+      engine: { gpu: "cpu", sequences: 1, contextSize: 1024, threads: 1 },
+      logger: capturingLogger("info").logger,
+      download: { attempts: 2, backoffMs: 600_000 },
+      progressBar: false,
+    });
+    const w = deciderOver(embeddedBackend(waiting, "m.gguf", capturingLogger().logger));
+    try {
+      const started = waiting.start();
+      await waitFor(() => waiting.stateText.includes("retrying"), "the wait for a retry");
+      expect((await request(w.app).get("/ready")).body).toStrictEqual({
+        error: `downloading model (0 %), retrying (try 2 of 2) after: connect ECONNREFUSED 127.0.0.1:${port}`,
+        code: "backend_not_ready",
+      });
+      await waiting.close();
+      await started;
+    } finally {
+      await w.close();
+      await waiting.close();
+    }
+  });
+
   it("a model that cannot be downloaded is a 503 naming the URI and the reason; the service lives on", async () => {
     const uri = `${server.url}/missing.gguf`;
     const { logger, lines } = capturingLogger("info");
     const embedded = embeddedFor(uri, logger);
-    const d = deciderOver(embeddedBackend(embedded, "missing.gguf", capturingLogger().logger));
+    const app = capturingLogger("info");
+    const d = deciderOver(embeddedBackend(embedded, "missing.gguf", app.logger), { logger: app.logger });
     try {
       await embedded.start();
       const text = `model download failed: ${uri}: HTTP 404 Not Found`;
       expect((await request(d.app).get("/ready")).body).toStrictEqual({ error: text, code: "backend_not_ready" });
+      // A failure, not a model on its way: the gate warns of it, and the poll's 503 stays visible at info.
+      expect(app.lines.filter((l) => l.level !== "debug").map((l) => [l.level, l.message])).toStrictEqual([
+        ["warn", "model server not ready"],
+        ["info", "request failed"],
+      ]);
       const decision = await request(d.app)
         .post("/v1/systemone")
         .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
@@ -256,5 +345,13 @@ describe("parseModelSource", () => {
     expect(parseModelSource("hf:a/b/dir/m.gguf#refs/pr/1")).toMatchObject({
       url: "https://huggingface.co/a/b/resolve/refs%2Fpr%2F1/dir/m.gguf",
     });
+  });
+});
+
+describe("PercentGate", () => {
+  it("passes the first percentage, each one at least 25 past the last passed, and 100 once", () => {
+    const gate = new PercentGate();
+    const passed = [0, 1, 2, 24, 25, 33, 49, 50, 99, 100, 100].filter((p) => gate.shouldLog(p));
+    expect(passed).toStrictEqual([0, 25, 50, 99, 100]);
   });
 });

@@ -1,3 +1,5 @@
+import http from "node:http";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { IMAGES_HEADER, type TextQuestion } from "@localdecider/contracts/decider";
@@ -15,6 +17,34 @@ import { THINKING_TEMPLATE, tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger, type DeciderUnderTest, deciderOver, waitFor } from "../helpers";
 import { PNG_ASSET } from "../image-assets";
 import { distributionOf, exactDistribution } from "./exact";
+
+/** The embedded upstream with its calls recorded: each probeMany call's probes, and every probe. */
+class RecordingMany implements Upstream {
+  calls: ProbeRequest[][] = [];
+  readonly probes: ProbeRequest[] = [];
+  /** Called as each call begins, before the engine sees it. */
+  onCall: () => void = () => undefined;
+  constructor(private readonly inner: EmbeddedUpstream) {}
+  get outcomesPerPart(): number {
+    return this.inner.outcomesPerPart;
+  }
+  get prefixCache(): Upstream["prefixCache"] {
+    return this.inner.prefixCache;
+  }
+  probe(request: ProbeRequest, options: ProbeOptions): Promise<ProbeResult> {
+    this.record([request]);
+    return this.inner.probe(request, options);
+  }
+  probeMany(requests: readonly ProbeRequest[], options: ProbeOptions): Promise<ProbeResult[]> {
+    this.record(requests);
+    return this.inner.probeMany(requests, options);
+  }
+  private record(requests: readonly ProbeRequest[]): void {
+    this.calls.push([...requests]);
+    this.probes.push(...requests);
+    this.onCall();
+  }
+}
 
 /**
  * The embedded engine (node-llama-cpp in this process, no model server) behind the real app, over the
@@ -152,6 +182,8 @@ describe("the embedded engine", () => {
     // 16 probes of one prompt: the prompt is evaluated once, then a few tokens per probe.
     const promptTokens = engine.tokenize(renderChatML((recorder.probes[0] as ProbeRequest).messages)).length;
     expect(res.body.usage.input_tokens).toBeLessThan(promptTokens + 16 * 20);
+    // The engine generates no token: it reads the outcomes' probabilities (usage.output_tokens, README "API").
+    expect(res.body.usage.output_tokens).toBe(0);
     expect(new Set(recorder.probes.map((p) => recorder.slots.get(p)))).toStrictEqual(new Set([0]));
     // The limiter admits 2 requests at once and the context has 2 sequences: both are used, no call waits.
     const both = await Promise.all([decide(d.app, sixteen("a")), decide(d.app, sixteen("b"))]);
@@ -261,6 +293,90 @@ describe("the embedded engine", () => {
     }
   });
 
+  it("answers a prompt's questions in one batched call (probeMany), each with the engine's exact distribution", async () => {
+    const many = new RecordingMany(embedded);
+    const batched = deciderOver(embeddedBackend(embedded, modelFile, capturingLogger().logger, many), {
+      maxInflight: 2,
+    });
+    try {
+      const questions: Record<string, TextQuestion> = {
+        ...QUESTIONS,
+        ...Object.fromEntries(
+          Array.from({ length: 14 }, (_, i) => [`extra${i}`, { type: "noul", instructions: "Is it?" } as TextQuestion]),
+        ),
+      };
+      const count = Object.keys(questions).length;
+      const res = await decide(batched.app, questions);
+      expect(res.status).toBe(200);
+      // Two prompts (16 questions per prompt), each read in one call holding all of its probes.
+      expect(many.calls.map((c) => c.length)).toStrictEqual([16, count - 16]);
+      recorder.probes = many.probes;
+      await expectExact(questions, res.body.answers);
+      // Each prompt is evaluated once (the second after the part it shares with the first: the task and the
+      // state), then a few tokens per probe.
+      const [first, second] = many.calls.map((c) => engine.tokenize(renderChatML((c[0] as ProbeRequest).messages))) as [
+        number[],
+        number[],
+      ];
+      let shared = 0;
+      while (first[shared] === second[shared]) shared++;
+      expect(shared).toBeGreaterThan(100);
+      expect(res.body.usage.input_tokens).toBeLessThan(first.length + second.length - shared + count * 5);
+    } finally {
+      await batched.close();
+    }
+  });
+
+  it("refuses a 200 KB state with 255 labels (400 context_too_long) after counting a few pieces, while /health is answered", async () => {
+    const many = new RecordingMany(embedded);
+    const held = deciderOver(embeddedBackend(embedded, modelFile, capturingLogger().logger, many), { maxInflight: 2 });
+    // Which responses the server ended, in order.
+    const ended: string[] = [];
+    const server = http.createServer((req, res) => {
+      const end = res.end.bind(res) as (...args: unknown[]) => http.ServerResponse;
+      res.end = ((...args: unknown[]) => {
+        ended.push(req.url ?? "");
+        return end(...args);
+      }) as typeof res.end;
+      held.app(req, res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as net.AddressInfo;
+    // A connection ready beforehand, so that /health is one write away when the decision reaches the engine.
+    const health = net.connect(port, "127.0.0.1");
+    await new Promise((resolve) => health.once("connect", resolve));
+    const healthAnswer = new Promise<string>((resolve) => {
+      let text = "";
+      health.on("data", (chunk: Buffer) => {
+        text += chunk.toString("utf8");
+        if (text.includes("\r\n\r\n")) resolve(text);
+      });
+    });
+    many.onCall = () => {
+      health.write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    };
+    try {
+      const words = Array.from({ length: 42_000 }, (_, i) => `w${i % 997}`).join(" "); // ~205 KB
+      expect(words.length).toBeGreaterThan(200_000);
+      const labels = Array.from({ length: 255 }, (_, i) => `label-${i}`);
+      const res = await fetch(`http://127.0.0.1:${port}/v1/systemone`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "localdecider", state: { diff: words }, questions: { big: chooser(labels) } }),
+      });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { code: string }).code).toBe("context_too_long");
+      expect(await healthAnswer).toMatch(/^HTTP\/1\.1 200/);
+      // /health was sent once the decision had reached the engine, and answered before the decision was.
+      expect(many.calls).toHaveLength(1);
+      expect(ended).toStrictEqual(["/health", "/v1/systemone"]);
+    } finally {
+      health.destroy();
+      await new Promise((resolve) => server.close(resolve));
+      await held.close();
+    }
+  });
+
   it("describes the loaded model at GET /v1/models", async () => {
     const res = await request(d.app).get("/v1/models");
     expect(res.status).toBe(200);
@@ -268,6 +384,7 @@ describe("the embedded engine", () => {
       kind: "embedded",
       source: modelFile,
       state: "ready",
+      phase: "ready",
       gpu: "cpu",
       model: {
         file: path.basename(modelFile),

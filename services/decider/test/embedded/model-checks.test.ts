@@ -92,7 +92,12 @@ describe("a model URL with credentials", () => {
       const ready = await request(d.app).get("/ready");
       expect(ready.body).toStrictEqual({ error: "downloading model (25 %)", code: "backend_not_ready" });
       const models = await request(d.app).get("/v1/models").set("authorization", "Bearer topkey");
-      expect(models.body.backend).toStrictEqual({ kind: "embedded", source: shown, state: "downloading model (25 %)" });
+      expect(models.body.backend).toStrictEqual({
+        kind: "embedded",
+        source: shown,
+        state: "downloading model (25 %)",
+        phase: "downloading",
+      });
       bodies.push(ready.text, models.text);
       server.release();
       await started;

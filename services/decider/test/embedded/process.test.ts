@@ -85,7 +85,10 @@ describe("the built service on its embedded engine", () => {
     for (let i = 0; i < 400; i++) {
       const res = await fetch(`${base}/ready`);
       const body = (await res.json()) as { error?: string };
-      if (res.status === 200 || !/^(downloading|loading|verifying) model/.test(body.error ?? "")) {
+      if (
+        res.status === 200 ||
+        !/^(starting the engine|(downloading|loading|verifying) model)/.test(body.error ?? "")
+      ) {
         return { status: res.status, body };
       }
       await new Promise((resolve) => setTimeout(resolve, 50));

@@ -70,11 +70,12 @@ describe("a signed model URL (a secret in its query)", () => {
         kind: "embedded",
         source: shown,
         state: `model download failed: ${shown}: HTTP 404 Not Found`,
+        phase: "failed",
       });
       const decision = await request(d.app)
         .post("/v1/systemone")
         .set("authorization", "Bearer topkey")
-        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it?" } } });
+        .send({ model: "localdecider", state: "s", questions: { a: { type: "noul", instructions: "Is it so?" } } });
       expect(decision.status).toBe(503);
       bodies.push(ready.text, models.text, decision.text);
     } finally {

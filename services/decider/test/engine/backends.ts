@@ -17,6 +17,8 @@ export interface AnswerBackend {
 
 /** A model server in a process of its own, which a test can also kill outright. */
 export interface ProcessBackend extends AnswerBackend {
+  /** Its process id (the benchmark reads its CPU time). */
+  pid: number | undefined;
   /** SIGKILL: the server dies at once, cutting what it was answering. */
   kill(): Promise<void>;
 }
@@ -45,6 +47,8 @@ export async function llamaServerBackend(
   bin: string,
   modelFile: string,
   extraArgs: string[] = [],
+  /** How long it may take to load the model and answer /health (a large model on a GPU takes longer). */
+  readyWithinMs = 60_000,
 ): Promise<ProcessBackend> {
   const port = await freePort();
   // Without --alias the server lists the path it was given.
@@ -78,7 +82,7 @@ export async function llamaServerBackend(
   const url = `http://127.0.0.1:${port}`;
   const stop = () => stopProcess(child);
   try {
-    await waitUntilOk(`${url}/health`, () => child.exitCode !== null);
+    await waitUntilOk(`${url}/health`, () => child.exitCode !== null, readyWithinMs);
   } catch (err) {
     await stop();
     throw new Error(`${String(err)}; llama-server's log:\n${log}`);
@@ -86,6 +90,7 @@ export async function llamaServerBackend(
   return {
     url,
     model,
+    pid: child.pid,
     promptOf: async (messages) => {
       const ask = () =>
         fetch(`${url}/apply-template`, {
@@ -104,9 +109,9 @@ export async function llamaServerBackend(
   };
 }
 
-/** Polls a URL until it answers 2xx; bounded at 60 s, or until `gone()` says the server exited. */
-export async function waitUntilOk(url: string, gone: () => boolean = () => false): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+/** Polls a URL until it answers 2xx; bounded at `withinMs` (60 s), or until `gone()` says the server exited. */
+export async function waitUntilOk(url: string, gone: () => boolean = () => false, withinMs = 60_000): Promise<void> {
+  for (let i = 0; i < withinMs / 100; i++) {
     if (gone()) throw new Error(`the server behind ${url} exited`);
     const ok = await fetch(url).then(
       (r) => r.ok,
@@ -115,7 +120,7 @@ export async function waitUntilOk(url: string, gone: () => boolean = () => false
     if (ok) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${url} did not answer 2xx within 60 s`);
+  throw new Error(`${url} did not answer 2xx within ${withinMs / 1000} s`);
 }
 
 /** SIGTERM (or `signal`), and wait until the process has exited (at once if it already has). */

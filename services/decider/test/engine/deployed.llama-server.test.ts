@@ -93,6 +93,41 @@ describe("a real llama-server as deployed", () => {
     }
   });
 
+  it("a request's questions in one /completion call answer as one chat call per question does, within 1e-6", async () => {
+    const backend = await llamaServerBackend(bin as string, model, ["--parallel", "2"]);
+    const packed = recordedDecider(backend);
+    const chat = recordedDecider(backend, { packPrompts: false });
+    const questions = {
+      ...QUESTIONS,
+      ...Object.fromEntries(
+        Array.from({ length: 11 }, (_, i) => [`line${i}`, { type: "noul", instructions: `Is line ${i} changed?` }]),
+      ),
+    } as Record<string, TextQuestion>;
+    const decide = (d: typeof packed.d) =>
+      request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
+    try {
+      const [a, b] = [await decide(packed.d), await decide(chat.d)];
+      expect([a.status, b.status]).toStrictEqual([200, 200]);
+      // 16 questions: one prompt, one /completion call; the chat path sends none.
+      expect(packed.recorder.packed).toStrictEqual([16]);
+      expect(chat.recorder.packed).toStrictEqual([]);
+      for (const [name, question] of Object.entries(questions)) {
+        const [x, y] = [a.body.answers[name], b.body.answers[name]];
+        const values = (answer: Record<string, unknown>) =>
+          question.type === "noul"
+            ? [answer.noul as number]
+            : Object.values(answer.probabilities as Record<string, number>);
+        for (const [i, p] of values(x).entries()) expect(Math.abs(p - (values(y)[i] as number))).toBeLessThan(1e-6);
+      }
+      // One decoded token per question either way.
+      expect([a.body.usage.output_tokens, b.body.usage.output_tokens]).toStrictEqual([16, 16]);
+    } finally {
+      await packed.d.close();
+      await chat.d.close();
+      await backend.stop();
+    }
+  });
+
   it("a model name the server does not list makes /ready and decisions 503 'inference backend returned HTTP 404…'", async () => {
     const backend = await llamaServerBackend(bin as string, model);
     const d = deciderFor(backend.url, { upstreamModel: "qwen2.5-1.5b-instruct" });
@@ -255,6 +290,18 @@ describe("a real llama-server as deployed", () => {
       const res = await request(d.app).post("/v1/systemone").send({ model: "localdecider", state: STATE, questions });
       expect(res.status).toBe(200);
       await expectEngine(pieceEngine, backend, recorder, questions, res.body.answers);
+      // The same in a packed call: each question whose token was a piece is asked again alone.
+      recorder.probes = [];
+      const several = { bug: QUESTIONS.bug, breaking: QUESTIONS.breaking, risk: QUESTIONS.risk } as Record<
+        string,
+        TextQuestion
+      >;
+      const packed = await request(d.app)
+        .post("/v1/systemone")
+        .send({ model: "localdecider", state: STATE, questions: several });
+      expect(packed.status).toBe(200);
+      expect(recorder.packed).toStrictEqual([3]);
+      await expectEngine(pieceEngine, backend, recorder, several, packed.body.answers);
     } finally {
       await close();
     }
@@ -282,6 +329,8 @@ describe("a real llama-server as deployed", () => {
           new RegExp(`<think>\\n\\n</think>\\n\\n${literally(prefill)}$`),
         );
       }
+      // Packed: the seam is the same `<|im_start|>`, with the closed think block in the text after it.
+      expect(recorder.packed).toStrictEqual([Object.keys(QUESTIONS).length]);
       await expectEngine(thinkingEngine, backend, recorder, QUESTIONS, res.body.answers);
     } finally {
       await close();
@@ -300,6 +349,11 @@ describe("a real llama-server as deployed", () => {
         prefixCache: "slot",
       });
       expect(lines.find((l) => l.message.includes("MAX_INFLIGHT differs"))).toBeUndefined();
+      // Its template's prompts are cut after the assistant's `<|im_start|>`: a prompt's questions go in one call.
+      expect(lines.find((l) => l.message.startsWith("llama.cpp prompts packed"))).toMatchObject({
+        cutAfter: "<|im_start|>",
+        tail: "assistant\n",
+      });
     } finally {
       await d.close();
       await backend.stop();

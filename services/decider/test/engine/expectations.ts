@@ -92,6 +92,26 @@ export class RecordingUpstream implements Upstream {
     this.emitted.set(req, result.scores === undefined ? result.emitted?.token : undefined);
     return result;
   }
+  /** Calls that carried several probes (probeMany), each with its probes' count. */
+  packed: number[] = [];
+  /** The inner upstream's probeMany, recorded probe by probe, when it has one. */
+  get probeMany(): Upstream["probeMany"] {
+    const many = this.inner.probeMany?.bind(this.inner);
+    if (many === undefined) return undefined;
+    return async (requests, options) => {
+      this.packed.push(requests.length);
+      for (const req of requests) {
+        this.probes.push(req);
+        this.slots.set(req, options.slot);
+      }
+      const results = await many(requests, options);
+      for (const [i, result] of results.entries()) {
+        const req = requests[i] as ProbeRequest;
+        this.emitted.set(req, result.scores === undefined ? result.emitted?.token : undefined);
+      }
+      return results;
+    };
+  }
 }
 
 /** The question name a probe asks about (from its prefill and the prompt's headers). */

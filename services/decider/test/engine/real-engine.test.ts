@@ -92,6 +92,9 @@ describe(`the decider against a real llama.cpp engine (${process.env.LLAMA_SERVE
     expect(agreed).toBe(2);
     // One decoded token per question.
     expect(res.body.usage.output_tokens).toBe(Object.keys(QUESTIONS).length);
+    // A real llama-server gets the prompt's probes in one /completion call (its template's seam found and
+    // checked at start-up); the test upstream, which has no /apply-template, one chat call each.
+    expect(recorder.packed).toStrictEqual(process.env.LLAMA_SERVER_BIN ? [Object.keys(QUESTIONS).length] : []);
   });
 
   it("estimates outcomes that fall outside the top 20 by the documented rule, and never answers 0 or 1", async () => {

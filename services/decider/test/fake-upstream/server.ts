@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { renderChatML } from "../engine/engine-upstream";
 
 /**
  * A fake OpenAI-compatible model server on a real port. A call is a probe: the prompt lists questions and
@@ -10,7 +11,10 @@ import type { AddressInfo } from "node:net";
  * glued `:t`, partial UTF-8 pieces with `token: ""`, the empty end token), values split or glued in
  * several ways (` t`, ` true`, `true,`, `B"}`), any model name accepted, `/v1/models` in both the OpenAI
  * and the Ollama shape, cached prompt tokens reported, and a 500 when calls running together overflow
- * the context their slots share.
+ * the context their slots share. With `packing`, the llama flavour also serves llama-server's own
+ * `/apply-template` (ChatML), `/tokenize` (four characters a token, two special tokens) and `/completion`
+ * (several prompts of token ids and text in one call, answered as the chat endpoint would answer each, in
+ * the shape b10573 answers: `completion_probabilities`, `timings`, `response_fields`).
  */
 export type Flavour = "llama" | "vllm" | "ollama";
 
@@ -110,6 +114,14 @@ export class FakeUpstream {
   inspections: Record<string, unknown>[] = [];
   /** While true, the start-up inspection's calls wait until releaseInspections() (or until the client goes away). */
   holdingInspections = false;
+  /** llama flavour: serve `/apply-template`, `/tokenize` and `/completion` (else they are 404, as on an older server). */
+  packing = false;
+  /** Text `/apply-template` writes after a final assistant message (a template that rewrites the prefill). */
+  afterPrefill = "";
+  /** Whether `/completion` answers the inspection's prompt as the chat endpoint does (else other logprobs). */
+  completionAgrees = true;
+  /** Every `/completion` body, parsed (probes only; the inspection's are in `inspections`). */
+  completions: Record<string, unknown>[] = [];
 
   calls = 0;
   inflight = 0;
@@ -187,11 +199,25 @@ export class FakeUpstream {
     if (req.method === "GET" && url === "/props" && this.flavour === "llama") {
       return send(res, 200, { total_slots: this.slots, build_info: "b10573-fake" });
     }
-    if (req.method !== "POST" || url !== "/v1/chat/completions") return send(res, 404, { error: "no route" });
+    const native = this.flavour === "llama" && this.packing && NATIVE_ROUTES.includes(url);
+    if (req.method !== "POST" || (url !== "/v1/chat/completions" && !native)) {
+      return send(res, 404, { error: "no route" });
+    }
     const started = performance.now();
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>;
+    if (url === "/apply-template") return send(res, 200, { prompt: this.applyTemplate(body) });
+    if (url === "/tokenize") return send(res, 200, { tokens: tokenizeBody(body) });
+    if (url === "/completion") {
+      const prompts = promptsOf(body.prompt).map(messagesOf);
+      if (prompts.some((messages) => FakeUpstream.isInspection({ messages }))) {
+        this.inspections.push(body);
+        return send(res, 200, this.inspectCompletion(body, prompts));
+      }
+      this.completions.push(body);
+      return this.serve(req, res, started, body, (fault) => this.completeMany(body, prompts, fault));
+    }
     if (FakeUpstream.isInspection(body)) {
       this.inspections.push(body);
       if (this.holdingInspections) {
@@ -203,6 +229,20 @@ export class FakeUpstream {
       return send(res, 200, this.inspect(body));
     }
     this.requests.push(body);
+    return this.serve(req, res, started, body, (fault) => this.complete(body, fault));
+  }
+
+  /**
+   * A probing call, after the faults and limits every call meets (holding, latency, the shared context, the
+   * model, errors): `answer` writes the body of a 200.
+   */
+  private async serve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    started: number,
+    body: Record<string, unknown>,
+    answer: (fault: Fault | undefined) => unknown,
+  ): Promise<void> {
     this.calls += 1;
     this.inflight += 1;
     this.concurrencyAtArrival.push(this.inflight);
@@ -256,8 +296,55 @@ export class FakeUpstream {
       res.setHeader("retry-after", "7");
       return send(res, 429, { error: { code: 429, message: "too many requests", type: "rate_limit" } });
     }
-    send(res, 200, this.complete(body, fault));
+    send(res, 200, answer(fault));
     this.busy.push([started, performance.now()]);
+  }
+
+  /** `/apply-template`: the ChatML prompt llama-server renders (a final assistant message continued). */
+  private applyTemplate(body: Record<string, unknown>): string {
+    const messages = body.messages as { role: string; content: string }[];
+    const last = messages[messages.length - 1];
+    return renderChatML(messages) + (last?.role === "assistant" ? this.afterPrefill : "");
+  }
+
+  /**
+   * `/completion` with several prompts: each answered as the chat endpoint answers the same messages (the
+   * fault of the call applies to the first prompt, or, for `junkOnly` and `noLogprobs`, to all; `malformed`
+   * leaves the last answer out).
+   */
+  private completeMany(
+    body: Record<string, unknown>,
+    prompts: { role: string; content: string }[][],
+    fault: Fault | undefined,
+  ): unknown {
+    const results = prompts.map((messages, i) => {
+      const applies = fault === "junkOnly" || fault === "noLogprobs" || i === 0;
+      const chat = this.complete(
+        {
+          model: "fake",
+          messages,
+          top_logprobs: body.n_probs,
+          ...(body.id_slot === undefined ? {} : { id_slot: body.id_slot }),
+          ...(body.grammar === undefined ? {} : { grammar: body.grammar }),
+        },
+        applies && fault !== "malformed" ? fault : undefined,
+      ) as ChatAnswer;
+      return nativeResult(chat, i, renderChatML(messages), body.response_fields);
+    });
+    if (fault === "malformed") results.pop();
+    return results.length === 1 ? results[0] : results;
+  }
+
+  /** The inspection's prompt through `/completion`: the chat endpoint's answer, or (not agreeing) another one. */
+  private inspectCompletion(body: Record<string, unknown>, prompts: { role: string; content: string }[][]): unknown {
+    const results = prompts.map((messages, i) => {
+      const chat = this.inspect({ messages, temperature: this.completionAgrees ? 0 : 1 }) as ChatAnswer;
+      if (!this.completionAgrees) {
+        for (const alt of chat.choices[0]?.logprobs?.content?.[0]?.top_logprobs ?? []) alt.logprob -= 0.5;
+      }
+      return nativeResult(chat, i, renderChatML(messages), body.response_fields);
+    });
+    return results.length === 1 ? results[0] : results;
   }
 
   /** The decider's start-up inspection (server-check.ts), told by its own system message. */
@@ -548,4 +635,120 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
   res.end(text);
+}
+
+const NATIVE_ROUTES = ["/apply-template", "/tokenize", "/completion"];
+
+/** The fake's special tokens, as llama-server's Qwen2.5 vocabulary spells them (ids 0 and 1). */
+const SPECIALS = ["<|im_start|>", "<|im_end|>"];
+const SPECIAL_SPLIT = /(<\|im_start\|>|<\|im_end\|>)/;
+/** Characters per ordinary token: about what a BPE vocabulary averages on English and code. */
+const CHUNK = 4;
+/** The fake's vocabulary of ordinary tokens, grown as texts are tokenized (the same text, the same id, in every fake). */
+const vocabulary = new Map<string, number>();
+const pieces: string[] = [...SPECIALS];
+
+/**
+ * A tokenizer like llama.cpp's in what the packed path relies on: the text is split at special tokens first
+ * (when `parseSpecial`), and each stretch between them is tokenized on its own, here in runs of CHUNK
+ * characters from its start.
+ */
+export function fakeTokens(text: string, parseSpecial = true): number[] {
+  const ordinary = (stretch: string) => {
+    const chars = [...stretch];
+    const ids: number[] = [];
+    for (let i = 0; i < chars.length; i += CHUNK) {
+      const piece = chars.slice(i, i + CHUNK).join("");
+      let id = vocabulary.get(piece);
+      if (id === undefined) {
+        id = pieces.push(piece) - 1;
+        vocabulary.set(piece, id);
+      }
+      ids.push(id);
+    }
+    return ids;
+  };
+  if (!parseSpecial) return ordinary(text);
+  return text
+    .split(SPECIAL_SPLIT)
+    .flatMap((stretch) => (SPECIALS.includes(stretch) ? [SPECIALS.indexOf(stretch)] : ordinary(stretch)));
+}
+
+function pieceOf(id: number): string {
+  return pieces[id] ?? "";
+}
+
+/** `/tokenize`: ids, or `{ id, piece }` with `with_pieces` (no BOS: the fake's model has none, as Qwen2.5). */
+function tokenizeBody(body: Record<string, unknown>): unknown[] {
+  const ids = fakeTokens(String(body.content ?? ""), body.parse_special !== false);
+  return body.with_pieces === true ? ids.map((id) => ({ id, piece: pieceOf(id) })) : ids;
+}
+
+/** The prompts of a `/completion` body: a string, a list of ids and strings, or a list of those. */
+function promptsOf(prompt: unknown): string[] {
+  const one = (p: unknown): string =>
+    typeof p === "string"
+      ? p
+      : (p as unknown[]).map((part) => (typeof part === "number" ? pieceOf(part) : String(part))).join("");
+  if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => Array.isArray(p) || typeof p === "string")) {
+    return prompt.every((p) => typeof p === "string") && prompt.length === 1 ? [prompt[0] as string] : prompt.map(one);
+  }
+  return [one(prompt)];
+}
+
+/** The chat messages a ChatML prompt holds (a last `<|im_start|>assistant` block without its end is the prefill). */
+function messagesOf(prompt: string): { role: string; content: string }[] {
+  return prompt
+    .split("<|im_start|>")
+    .slice(1)
+    .map((block) => {
+      const newline = block.indexOf("\n");
+      const content = block.slice(newline + 1);
+      const end = content.lastIndexOf("<|im_end|>\n");
+      return { role: block.slice(0, newline), content: end >= 0 ? content.slice(0, end) : content };
+    });
+}
+
+interface ChatAnswer {
+  choices: {
+    message: { content: string };
+    logprobs: {
+      content: { token: string; logprob: number; bytes: number[]; top_logprobs: { logprob: number }[] }[];
+    } | null;
+  }[];
+  usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
+}
+
+/** A chat answer as llama-server's `/completion` writes one prompt's result, reduced to `fields` when given. */
+function nativeResult(chat: ChatAnswer, index: number, prompt: string, fields: unknown): unknown {
+  const choice = chat.choices[0];
+  const first = choice?.logprobs?.content?.[0];
+  const cached = chat.usage.prompt_tokens_details?.cached_tokens ?? 0;
+  const full: Record<string, unknown> = {
+    index,
+    content: first?.token ?? "",
+    tokens: [],
+    id_slot: 0,
+    stop: true,
+    model: "fake",
+    tokens_predicted: chat.usage.completion_tokens,
+    tokens_evaluated: chat.usage.prompt_tokens,
+    generation_settings: { n_predict: 1, temperature: 0 },
+    prompt,
+    stop_type: "limit",
+    tokens_cached: chat.usage.prompt_tokens,
+    timings: { cache_n: cached, prompt_n: chat.usage.prompt_tokens - cached, predicted_n: 1 },
+    ...(first === undefined ? {} : { completion_probabilities: [{ id: 0, ...first }] }),
+  };
+  if (!Array.isArray(fields)) return full;
+  // llama-server's json_get_nested_values: each path's value under the path itself, absent paths left out.
+  const picked: Record<string, unknown> = {};
+  for (const path of fields as string[]) {
+    let value: unknown = full;
+    for (const key of path.split("/")) {
+      value = typeof value === "object" && value !== null ? (value as Record<string, unknown>)[key] : undefined;
+    }
+    if (value !== undefined) picked[path] = value;
+  }
+  return picked;
 }

@@ -1,7 +1,7 @@
-import { TODO_MESSAGES, type TodoItem, type TodosRoutes } from "@localdecider/contracts/todos";
+import { TODO_MESSAGES, type TodoItem, type TodoListQuery, type TodosRoutes } from "@localdecider/contracts/todos";
 import { AppError, type RouteHandlers } from "@localdecider/service-kit";
 import type { TodoRecord, TodoRepository } from "../storage/repository";
-import { toPage } from "./validation";
+import { type ListLimits, listAnswer, pageOf } from "./list-window";
 
 function toItem(record: TodoRecord): TodoItem {
   return {
@@ -18,9 +18,19 @@ function toItem(record: TodoRecord): TodoItem {
  * checked against the contract's schemas (registerRoutes, with invalidTodosRequest's errors); sign-in, when
  * on, has already run.
  */
-export function todoHandlers(repository: TodoRepository, maxItemsPerUser: number): RouteHandlers<TodosRoutes> {
+export function todoHandlers(
+  repository: TodoRepository,
+  maxItemsPerUser: number,
+  listLimits: ListLimits,
+): RouteHandlers<TodosRoutes> {
   // Item ids are UUIDs, stored in lower case; the path may spell them in either.
   const itemIdOf = (itemId: string) => itemId.toLowerCase();
+  /** One window of the list (list-window.ts), and the Link to the rest when there is more. */
+  const listWindow = async (userId: string, query: TodoListQuery, path: string) => {
+    const fetched = (await repository.list(userId, pageOf(query, listLimits))).map(toItem);
+    const { items, next } = listAnswer(fetched, query, listLimits, path);
+    return { items, headers: next === undefined ? undefined : { Link: `<${next}>; rel="next"` } };
+  };
   return {
     health: () => ({ status: 200, body: { status: "ok" } }),
     ready: async () => {
@@ -32,12 +42,20 @@ export function todoHandlers(repository: TodoRepository, maxItemsPerUser: number
       return { status: 200, body: { status: "ready", storage: repository.kind } };
     },
     listTodos: async ({ params, query }) => {
-      const items = await repository.list(params.userId, toPage(query));
-      return { status: 200, body: { todoItems: items.map(toItem) } };
+      const { items, headers } = await listWindow(
+        params.userId,
+        query,
+        `/users/${encodeURIComponent(params.userId)}/todos`,
+      );
+      return { status: 200, body: { todoItems: items }, ...(headers === undefined ? {} : { headers }) };
     },
     listTodosV1: async ({ params, query }) => {
-      const items = await repository.list(params.userId, toPage(query));
-      return { status: 200, body: items.map(toItem) };
+      const { items, headers } = await listWindow(
+        params.userId,
+        query,
+        `/v1/user/${encodeURIComponent(params.userId)}/todos`,
+      );
+      return { status: 200, body: items, ...(headers === undefined ? {} : { headers }) };
     },
     createTodo: async ({ params, body }) => {
       const record = await repository.create(params.userId, body, maxItemsPerUser);

@@ -1,14 +1,13 @@
-import { PAGE_LIMIT_MAX, TODO_MESSAGES, type TodoListQuery } from "@localdecider/contracts/todos";
+import { TODO_MESSAGES } from "@localdecider/contracts/todos";
 import { AppError, type RequestPart, validationDetails } from "@localdecider/service-kit";
 import type { z } from "zod";
-import type { Page } from "../storage/repository";
 
 /**
  * The todos' answer to a request part that fails its contract schema (registerRoutes checks params, then
  * query, then body):
  * - a bad `:userId` is 400 "Invalid userId" with its problems; a malformed `:itemId` cannot name an item,
  *   so it is the 404 of a missing one, decided without asking the database;
- * - a bad `limit`/`page` is 400 "Invalid query parameters" with details;
+ * - a bad `limit`/`page`/`after` is 400 "Invalid query parameters" with details;
  * - the seed's rule for bodies: absent, null or not a plain object is `{ error: "Invalid request body" }`
  *   exactly; field problems add `details`.
  */
@@ -27,12 +26,4 @@ export function invalidTodosRequest(part: RequestPart, error: z.ZodError, value:
     return new AppError(400, TODO_MESSAGES.invalidBody);
   }
   return new AppError(400, TODO_MESSAGES.invalidBody, { details: validationDetails(error, { root: "" }) });
-}
-
-/** The page asked for, or undefined for the whole list. `page` alone uses the largest limit. */
-export function toPage(query: TodoListQuery): Page | undefined {
-  const { limit, page } = query;
-  if (limit === undefined && page === undefined) return undefined;
-  const size = limit ?? PAGE_LIMIT_MAX;
-  return { limit: size, offset: ((page ?? 1) - 1) * size };
 }

@@ -11,8 +11,26 @@ const columns = { id: true, title: true, completed: true, createdAt: true, updat
 const LIST_SQL = `SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "public"."TodoItem"
   WHERE "userId" = $1 ORDER BY "createdAt" ASC, "id" ASC`;
 const LIST_PAGE_SQL = `${LIST_SQL} LIMIT $2 OFFSET $3`;
+// A window after an item (a cursor): the row comparison is a range of the (userId, createdAt, id) index, so
+// the window costs the same wherever it starts. The time arrives as ISO text in UTC, as the column holds it.
+const LIST_AFTER_SQL = `SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "public"."TodoItem"
+  WHERE "userId" = $1 AND ("createdAt", "id") > ($2::timestamp(3), $3::uuid)
+  ORDER BY "createdAt" ASC, "id" ASC LIMIT $4`;
+// The create, in one statement (see create): the CTE takes the user's TodoListSize row and matches only while
+// the count is under the limit ($2); the item is inserted only if it did. The casts name every parameter's
+// type, as Prisma's own statement did through its typed arguments.
+const CREATE_SQL = `WITH "slot" AS (
+    INSERT INTO "public"."TodoListSize" AS "size" ("userId", "items") VALUES ($1::text, 0)
+    ON CONFLICT ("userId") DO UPDATE SET "items" = "size"."items" WHERE "size"."items" < $2::int
+    RETURNING 1
+  )
+  INSERT INTO "public"."TodoItem" ("id", "userId", "title", "completed", "createdAt", "updatedAt")
+  SELECT $3::uuid, $1::text, $4::text, $5::boolean, $6::timestamp(3), $6::timestamp(3) FROM "slot"
+  RETURNING "id", "title", "completed", "createdAt", "updatedAt"`;
 const TEXT: ArgType = { scalarType: "string", arity: "scalar" };
 const INT: ArgType = { scalarType: "int", arity: "scalar" };
+const BOOLEAN: ArgType = { scalarType: "boolean", arity: "scalar" };
+const DATETIME: ArgType = { scalarType: "datetime", arity: "scalar" };
 
 /**
  * One row of LIST_SQL as both driver adapters return it (adapter-pg and PGlite's, rows as arrays): uuid and
@@ -84,38 +102,42 @@ export class PrismaTodoRepository implements TodoRepository {
     const query =
       page === undefined
         ? { sql: LIST_SQL, args: [userId], argTypes: [TEXT] }
-        : { sql: LIST_PAGE_SQL, args: [userId, page.limit, page.offset], argTypes: [TEXT, INT, INT] };
+        : page.after !== undefined
+          ? {
+              sql: LIST_AFTER_SQL,
+              args: [userId, page.after.createdAt.toISOString(), page.after.id, page.limit],
+              argTypes: [TEXT, TEXT, TEXT, INT],
+            }
+          : { sql: LIST_PAGE_SQL, args: [userId, page.limit, page.offset ?? 0], argTypes: [TEXT, INT, INT] };
     return this.timed("todoItem.findMany", async () => (await this.adapter.queryRaw(query)).rows.map(toRecord));
   }
 
   create(userId: string, todo: NewTodo, maxItems: number): Promise<TodoRecord | undefined> {
-    // The per-user limit, in the one statement: the CTE upserts the user's TodoListSize row, which takes its
-    // row lock, and matches only while the count is under the limit; the INSERT then writes the item only if
-    // the CTE returned a row, and the trigger on TodoItem adds it to the count. A second create for the same
-    // user waits for that lock and then evaluates the condition on the committed count (ON CONFLICT DO UPDATE
-    // always sees the latest version of the row), so two creates racing for the last place never both
-    // succeed; on PGlite operations run one at a time anyway. No row back means the list was full and nothing
-    // was written. A count (SELECT count(*) ... < limit) in the INSERT would not do: under READ COMMITTED
-    // concurrent creates each count without the others' uncommitted rows (measured: 7 of 10 got through).
+    // The per-user limit, in the one statement (CREATE_SQL): the CTE upserts the user's TodoListSize row,
+    // which takes its row lock, and matches only while the count is under the limit; the INSERT then writes
+    // the item only if the CTE returned a row, and the trigger on TodoItem adds it to the count. A second
+    // create for the same user waits for that lock and then evaluates the condition on the committed count
+    // (ON CONFLICT DO UPDATE always sees the latest version of the row), so two creates racing for the last
+    // place never both succeed; on PGlite operations run one at a time anyway. No row back means the list
+    // was full and nothing was written. A count (SELECT count(*) ... < limit) in the INSERT would not do:
+    // under READ COMMITTED concurrent creates each count without the others' uncommitted rows (measured: 7
+    // of 10 got through).
     //
-    // One INSERT ... RETURNING through $queryRaw, for the same reason as the list: measured warm in a
-    // 50-way loop over adapter-pg, todoItem.create cost ~180-210 µs of CPU per call and this statement
-    // ~80-120 µs, because Prisma's model API builds and interprets a query plan for every call; with the
-    // rest of the request (~160 µs, as in an Express + pg handler) that decides whether the service reaches
-    // 0.6x of such a handler (README, "Performance"). It writes what todoItem.create wrote: a v4 UUID made
-    // here as Prisma's @default(uuid()) does, and one timestamp for createdAt and updatedAt (Prisma's
-    // now() and @updatedAt); the repository and API tests pin the returned record on both storages.
+    // Sent through the client's driver adapter, as the list is: Prisma's $queryRaw pipeline around the same
+    // statement (parameters to JSON and back, its query plan interpreter, typed rows serialised and parsed
+    // again, its debug ring buffer) cost ~100 µs of CPU per create, most of what the cap's statement added
+    // over a plain INSERT (README, "Performance"). The database does the same work either way: the
+    // statement is the one $queryRaw sent. It writes what todoItem.create wrote: a v4 UUID made here as
+    // Prisma's @default(uuid()) does, and one timestamp for createdAt and updatedAt (Prisma's now() and
+    // @updatedAt); the repository and API tests pin the returned record on both storages.
     return this.timed("todoItem.create", async () => {
       const now = new Date();
-      const rows = await this.prisma.$queryRaw<TodoRecord[]>`WITH "slot" AS (
-          INSERT INTO "public"."TodoListSize" AS "size" ("userId", "items") VALUES (${userId}, 0)
-          ON CONFLICT ("userId") DO UPDATE SET "items" = "size"."items" WHERE "size"."items" < ${maxItems}
-          RETURNING 1
-        )
-        INSERT INTO "public"."TodoItem" ("id", "userId", "title", "completed", "createdAt", "updatedAt")
-        SELECT ${randomUUID()}, ${userId}, ${todo.title}, ${todo.completed}, ${now}, ${now} FROM "slot"
-        RETURNING "id", "title", "completed", "createdAt", "updatedAt"`;
-      return rows[0];
+      const { rows } = await this.adapter.queryRaw({
+        sql: CREATE_SQL,
+        args: [userId, maxItems, randomUUID(), todo.title, todo.completed, now],
+        argTypes: [TEXT, INT, TEXT, TEXT, BOOLEAN, DATETIME],
+      });
+      return rows.length === 0 ? undefined : toRecord(rows[0] as unknown[]);
     });
   }
 

@@ -17,10 +17,17 @@ export interface TodoPatch {
   completed?: boolean | undefined;
 }
 
-/** A window of the ordered list. */
+/** An item's place in the list's order (creation time, then id): where a window after it starts. */
+export interface ListPosition {
+  createdAt: Date;
+  id: string;
+}
+
+/** A window of the ordered list: at most `limit` items, skipping `offset` items or starting `after` an item. */
 export interface Page {
   limit: number;
-  offset: number;
+  offset?: number | undefined;
+  after?: ListPosition | undefined;
 }
 
 export type StorageKind = "postgres" | "pglite";
@@ -37,7 +44,10 @@ export type QueryObserver = (operation: string, durationMs: number, ok: boolean)
  */
 export interface TodoRepository {
   readonly kind: StorageKind;
-  /** The user's items ordered by creation time, id as tie-break; all of them unless a page is given. */
+  /**
+   * The user's items ordered by creation time, id as tie-break; all of them unless a page is given. A page
+   * `after` an item is a seek in the list's index, however far into the list it starts.
+   */
   list(userId: string, page?: Page): Promise<TodoRecord[]>;
   /**
    * The new item, or undefined when the user already holds `maxItems` items (or more): nothing is written

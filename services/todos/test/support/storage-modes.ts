@@ -74,7 +74,7 @@ export async function buildApp(options: StorageOptions): Promise<TestApp> {
  */
 export function appWith(
   repository: TodoRepository,
-  deps: Partial<Pick<AppDeps, "auth" | "allowedHosts" | "maxItemsPerUser" | "corsOrigins">> = {},
+  deps: Partial<Pick<AppDeps, "auth" | "allowedHosts" | "maxItemsPerUser" | "listLimits" | "corsOrigins">> = {},
 ): Express {
   const allowedHosts = "allowedHosts" in deps ? deps.allowedHosts : defaultHosts(deps.auth);
   const hostCheck = allowedHosts !== undefined;
@@ -84,6 +84,7 @@ export function appWith(
     auth: deps.auth,
     allowedHosts,
     ...(deps.maxItemsPerUser === undefined ? {} : { maxItemsPerUser: deps.maxItemsPerUser }),
+    ...(deps.listLimits === undefined ? {} : { listLimits: deps.listLimits }),
     corsOrigins: deps.corsOrigins,
     hooks: { beforeRoutes: (a) => a.use(recorderFor(() => todosOpenApi({ auth: deps.auth, hostCheck }))) },
   });

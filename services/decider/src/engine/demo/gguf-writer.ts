@@ -31,7 +31,7 @@ interface TensorEntry {
   dims: number[];
   type: TensorType;
   /** Called once, while writing, so that large tensors need not all be in memory at the same time. */
-  data: () => Float32Array;
+  data: () => Float32Array | Iterable<Uint8Array>;
   offset: number;
   byteLength: number;
 }
@@ -155,13 +155,21 @@ export class GgufWriter {
    * Adds a tensor. `dims` are in GGUF order (innermost first): a PyTorch [rows, cols] weight is [cols, rows].
    * `data` is row-major in that sense: element (i0, i1) sits at i1 * dims[0] + i0.
    */
-  tensor(name: string, dims: number[], type: TensorType, data: () => Float32Array): this {
+  tensor(name: string, dims: number[], type: TensorType, data: () => Float32Array | Iterable<Uint8Array>): this {
     const elements = dims.reduce((a, b) => a * b, 1);
     const byteLength = elements * BYTES_PER_ELEMENT[type];
     const offset = alignUp(this.dataLength, GGUF_ALIGNMENT);
     this.tensors.push({ name, dims, type, data, offset, byteLength });
     this.dataLength = offset + byteLength;
     return this;
+  }
+
+  /**
+   * Adds a tensor whose bytes are already encoded in `type`, written as `chunks` yields them (a tensor of a
+   * real model's size need never be in memory whole: bench/gpu/shaped-model.ts).
+   */
+  encodedTensor(name: string, dims: number[], type: TensorType, chunks: () => Iterable<Uint8Array>): this {
+    return this.tensor(name, dims, type, chunks);
   }
 
   /** Writes the whole file; returns its size in bytes. */
@@ -192,10 +200,16 @@ export class GgufWriter {
       for (const t of this.tensors) {
         if (t.offset > written) fs.writeSync(fd, Buffer.alloc(t.offset - written));
         const values = t.data();
-        if (values.length * BYTES_PER_ELEMENT[t.type] !== t.byteLength) {
-          throw new Error(`tensor ${t.name}: got ${values.length} values for dims [${t.dims.join(", ")}]`);
+        let bytes = 0;
+        if (values instanceof Float32Array) {
+          bytes = values.length * BYTES_PER_ELEMENT[t.type];
+          fs.writeSync(fd, t.type === "f32" ? values : toF16(values));
+        } else {
+          for (const chunk of values) bytes += fs.writeSync(fd, chunk);
         }
-        fs.writeSync(fd, t.type === "f32" ? values : toF16(values));
+        if (bytes !== t.byteLength) {
+          throw new Error(`tensor ${t.name}: got ${bytes} bytes for dims [${t.dims.join(", ")}] (${t.byteLength})`);
+        }
         written = t.offset + t.byteLength;
       }
       // Pad the last tensor too, as gguf-py does; llama.cpp checks only that each tensor fits in the file.
@@ -213,7 +227,7 @@ function alignUp(n: number, alignment: number): number {
 }
 
 /** IEEE half precision, round to nearest even (Node 20 has no Float16Array). */
-function toF16(values: Float32Array): Uint16Array {
+export function toF16(values: Float32Array): Uint16Array {
   const out = new Uint16Array(values.length);
   const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
   for (let i = 0; i < bits.length; i++) {
