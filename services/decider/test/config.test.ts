@@ -264,16 +264,23 @@ describe("every variable refuses values that can never work, naming itself", () 
     // Any path is read at boot (a missing or malformed file stops it: calibration.test.ts); only its length is bounded.
     LOCALDECIDER_CALIBRATION: [["x".repeat(4097), "Too big: expected string to have <=4096 characters"]],
     LOCALDECIDER_HEADERS_TIMEOUT_MS: [
-      ["999", "Too small: expected number to be >=1000"],
+      ["999", '"999" is out of range: expected milliseconds, a whole number 1000-3600000 (default 20000)'],
       ["40000", "must not exceed the request timeout (30000 ms): the headers are part of the request"],
     ],
     LOCALDECIDER_REQUEST_TIMEOUT_MS: [
-      ["3600001", "Too big: expected number to be <=3600000"],
-      ["1m", "Invalid input: expected number, received NaN"],
+      ["3600001", '"3600001" is out of range: expected milliseconds, a whole number 1000-3600000 (default 30000)'],
+      [
+        "1m",
+        '"1m" is not a number (write milliseconds as a bare number, no "m"): expected milliseconds, a whole number 1000-3600000 (default 30000)',
+      ],
     ],
-    LOCALDECIDER_IDLE_TIMEOUT_MS: [["0", "Too small: expected number to be >=1000"]],
-    LOCALDECIDER_MAX_CONNECTIONS: [["0", "Too small: expected number to be >=1"]],
-    LOCALDECIDER_TIMEOUT_CHECK_MS: [["60001", "Too big: expected number to be <=60000"]],
+    LOCALDECIDER_IDLE_TIMEOUT_MS: [
+      ["0", '"0" is out of range: expected milliseconds, a whole number 1000-600000 (default 5000)'],
+    ],
+    LOCALDECIDER_MAX_CONNECTIONS: [["0", '"0" is out of range: expected a whole number 1-1000000 (default 1024)']],
+    LOCALDECIDER_TIMEOUT_CHECK_MS: [
+      ["60001", '"60001" is out of range: expected milliseconds, a whole number 100-60000 (default 5000)'],
+    ],
     LOG_LEVEL: [
       ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
     ],

@@ -54,8 +54,8 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ["lots", {}, 'TODOS_MAX_ITEMS_PER_USER: "lots" is not a number: expected a whole number 1-1000000 (default 10000)'],
   ],
   TODOS_LIST_MAX_ITEMS: [
-    ["0", {}, "TODOS_LIST_MAX_ITEMS: Too small: expected number to be >=1"],
-    ["100001", {}, "TODOS_LIST_MAX_ITEMS: Too big: expected number to be <=100000"],
+    ["0", {}, 'TODOS_LIST_MAX_ITEMS: "0" is out of range: expected a whole number 1-100000 (default 1000)'],
+    ["100001", {}, 'TODOS_LIST_MAX_ITEMS: "100001" is out of range: expected a whole number 1-100000 (default 1000)'],
   ],
   TODOS_LIST_MAX_BYTES: [
     [
@@ -66,7 +66,11 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ["lots", {}, 'TODOS_LIST_MAX_BYTES: not a size: write it like 512kb, 2mb or 1gb (got "lots")'],
   ],
   TODOS_HEADERS_TIMEOUT_MS: [
-    ["999", {}, "TODOS_HEADERS_TIMEOUT_MS: Too small: expected number to be >=1000"],
+    [
+      "999",
+      {},
+      'TODOS_HEADERS_TIMEOUT_MS: "999" is out of range: expected milliseconds, a whole number 1000-3600000 (default 20000)',
+    ],
     [
       "40000",
       {},
@@ -74,12 +78,34 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ],
   ],
   TODOS_REQUEST_TIMEOUT_MS: [
-    ["3600001", {}, "TODOS_REQUEST_TIMEOUT_MS: Too big: expected number to be <=3600000"],
-    ["1m", {}, "TODOS_REQUEST_TIMEOUT_MS: Invalid input: expected number, received NaN"],
+    [
+      "3600001",
+      {},
+      'TODOS_REQUEST_TIMEOUT_MS: "3600001" is out of range: expected milliseconds, a whole number 1000-3600000 (default 30000)',
+    ],
+    [
+      "1m",
+      {},
+      'TODOS_REQUEST_TIMEOUT_MS: "1m" is not a number (write milliseconds as a bare number, no "m"): expected milliseconds, a whole number 1000-3600000 (default 30000)',
+    ],
   ],
-  TODOS_IDLE_TIMEOUT_MS: [["0", {}, "TODOS_IDLE_TIMEOUT_MS: Too small: expected number to be >=1000"]],
-  TODOS_MAX_CONNECTIONS: [["0", {}, "TODOS_MAX_CONNECTIONS: Too small: expected number to be >=1"]],
-  TODOS_TIMEOUT_CHECK_MS: [["60001", {}, "TODOS_TIMEOUT_CHECK_MS: Too big: expected number to be <=60000"]],
+  TODOS_IDLE_TIMEOUT_MS: [
+    [
+      "0",
+      {},
+      'TODOS_IDLE_TIMEOUT_MS: "0" is out of range: expected milliseconds, a whole number 1000-600000 (default 5000)',
+    ],
+  ],
+  TODOS_MAX_CONNECTIONS: [
+    ["0", {}, 'TODOS_MAX_CONNECTIONS: "0" is out of range: expected a whole number 1-1000000 (default 1024)'],
+  ],
+  TODOS_TIMEOUT_CHECK_MS: [
+    [
+      "60001",
+      {},
+      'TODOS_TIMEOUT_CHECK_MS: "60001" is out of range: expected milliseconds, a whole number 100-60000 (default 5000)',
+    ],
+  ],
   LOG_LEVEL: [
     [
       "loud",
