@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { promisify } from "node:util";
+import { psqlFromEnv } from "@localdecider/test-env/psql";
 import { interpolate, loadCompose, repoPath } from "../src/repo";
 
 // Least privilege for todos in compose (issue 24, point 10): todos connects as a role of its own that owns
@@ -32,7 +33,9 @@ async function psql(url: string, input: { sql?: string; file?: string }, env: No
   const args = ["--no-psqlrc", "-v", "ON_ERROR_STOP=1", "-At", url];
   if (input.sql !== undefined) args.push("-c", input.sql);
   if (input.file !== undefined) args.push("-f", input.file);
-  return (await run("psql", args, { env: { ...process.env, ...env } })).stdout.trim();
+  // psql from the global setup: the machine's, or Debian's unpacked client (test/setup/global.ts).
+  const found = psqlFromEnv();
+  return (await run(found.psql, args, { env: { ...process.env, ...found.env, ...env } })).stdout.trim();
 }
 
 /** What db-setup runs, as it runs it: the superuser, the role, password and database from the environment. */

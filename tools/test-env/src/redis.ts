@@ -83,17 +83,18 @@ export function onPath(command: string, pathVariable = process.env.PATH ?? ""): 
 export const DEBIAN_REDIS_PACKAGE = "redis-tools";
 
 /**
- * Which of a package's `Depends` to fetch beside it: the libraries (`lib*`), except the C library and the
- * systemd one, which every Debian system has and which must match the system's own loader and init.
- * `apt-cache depends` prints alternatives (`|Depends:`) and virtual ones (`<name>`): those are skipped.
+ * Which packages of a dependency closure to fetch beside the program's own: the libraries (`lib*`), except the
+ * C library, the compiler runtime and systemd's, which every Debian system has and which must match the
+ * system's own loader. Reads `apt-cache depends --recurse` (package names at the line start, `Depends:` lines
+ * under them); alternatives (`|Depends:`) count, virtual names (`<name>`) do not.
  */
 export function libraryDepends(aptCacheDepends: string): string[] {
   const names = new Set<string>();
   for (const line of aptCacheDepends.split("\n")) {
-    const match = /^\s+\|?Depends: ([^<>\s]+)$/.exec(line);
+    const match = /^(?:\s+\|?Depends: )?([^<>\s]+)$/.exec(line);
     const name = match?.[1]?.replace(/:any$/, "");
     if (name === undefined || !name.startsWith("lib")) continue;
-    if (/^libc6(-|$)/.test(name) || /^libsystemd/.test(name)) continue;
+    if (/^libc6(-|$)/.test(name) || /^libsystemd/.test(name) || /^libgcc-s|^libstdc\+\+/.test(name)) continue;
     names.add(name);
   }
   return [...names].sort();
@@ -117,19 +118,65 @@ function aptOptions(dir: string): string[] {
 
 const READY = ".localdecider-ready";
 
-async function unpackDebianRedis(cache: string, say: (m: string) => void): Promise<string> {
-  const final = path.join(cache, "debian-redis");
+/** What to fetch from Debian: the package holding the programs, and where each program is inside it. */
+export interface DebianPrograms {
+  /** The folder under the cache (`debian-redis`). */
+  folder: string;
+  /** The package to install (its library closure comes with it). */
+  root: string;
+  /** Links to make in the folder's `bin/`: name -> path inside the unpacked tree (a glob's `*` allowed once). */
+  links: Record<string, string>;
+}
+
+export const DEBIAN_REDIS: DebianPrograms = {
+  folder: "debian-redis",
+  root: DEBIAN_REDIS_PACKAGE,
+  // redis-server is redis-check-rdb under another name.
+  links: { "redis-server": "usr/bin/redis-check-rdb", "redis-cli": "usr/bin/redis-cli" },
+};
+
+/** The unpacked path a link names, the one `*` in it matched against the folders there (the newest). */
+function resolveInside(root: string, target: string): string {
+  const star = target.indexOf("*");
+  if (star === -1) return target;
+  const parent = target.slice(0, target.lastIndexOf("/", star));
+  const rest = target.slice(target.indexOf("/", star));
+  const found = readdirSync(path.join(root, parent)).sort((a, b) => Number(b) - Number(a))[0];
+  if (found === undefined) throw new Error(`nothing unpacked matches ${target}`);
+  return `${parent}/${found}${rest}`;
+}
+
+/**
+ * Fetches a Debian package and the libraries of its dependency closure with `apt-get download` (a package
+ * index of its own in the cache: unprivileged, the machine's apt state untouched; each .deb checked against
+ * the signed index), unpacks them with `dpkg-deb -x` and links the programs into `bin/`. Once per cache: the
+ * folder is published complete, with a marker, by a rename.
+ */
+export async function unpackDebianPrograms(
+  what: DebianPrograms,
+  cache: string,
+  say: (m: string) => void,
+): Promise<string> {
+  const final = path.join(cache, what.folder);
   if (existsSync(path.join(final, READY))) return final;
   await mkdir(cache, { recursive: true });
-  const work = await mkdtemp(path.join(cache, ".partial-redis-"));
+  const work = await mkdtemp(path.join(cache, `.partial-${what.folder}-`));
   try {
     const apt = path.join(work, "apt");
     for (const dir of ["lists/partial", "cache/archives/partial"])
       await mkdir(path.join(apt, dir), { recursive: true });
-    say(`no Redis on this machine: fetching Debian's ${DEBIAN_REDIS_PACKAGE} with apt-get (once; kept in ${cache})`);
+    say(`not on this machine: fetching Debian's ${what.root} with apt-get (once; kept in ${cache})`);
     await run("apt-get", [...aptOptions(apt), "update"], { maxBuffer: 16 * 1024 * 1024 });
-    const depends = await run("apt-cache", [...aptOptions(apt), "depends", DEBIAN_REDIS_PACKAGE]);
-    const packages = [DEBIAN_REDIS_PACKAGE, ...libraryDepends(depends.stdout)];
+    const closure = ["--recurse", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks"];
+    closure.push("--no-replaces", "--no-enhances");
+    const depends = await run("apt-cache", [...aptOptions(apt), "depends", ...closure, what.root], {
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    // The root's own versioned package (postgresql-client -> postgresql-client-15) comes along.
+    const versioned = depends.stdout
+      .split("\n")
+      .filter((line) => new RegExp(`^${what.root.replace(/[.+]/g, "\\$&")}-[0-9.]+$`).test(line));
+    const packages = [what.root, ...versioned, ...libraryDepends(depends.stdout)];
     const debs = path.join(work, "debs");
     await mkdir(debs);
     // apt-get download checks each .deb against the signed index (Release -> Packages -> SHA256).
@@ -139,11 +186,11 @@ async function unpackDebianRedis(cache: string, say: (m: string) => void): Promi
     for (const deb of readdirSync(debs).filter((f) => f.endsWith(".deb"))) {
       await run("dpkg-deb", ["-x", path.join(debs, deb), root]);
     }
-    // The names the tests call, beside the unpacked files: redis-server is redis-check-rdb under another name.
-    // Relative links, so that the folder works wherever it is published.
+    // The names the tests call, beside the unpacked files; relative links, so the folder works where published.
     await mkdir(path.join(root, "bin"));
-    await symlink(path.join("..", "usr", "bin", "redis-check-rdb"), path.join(root, "bin", "redis-server"));
-    await symlink(path.join("..", "usr", "bin", "redis-cli"), path.join(root, "bin", "redis-cli"));
+    for (const [name, target] of Object.entries(what.links)) {
+      await symlink(path.join("..", resolveInside(root, target)), path.join(root, "bin", name));
+    }
     await writeFile(path.join(root, READY), `${readdirSync(debs).join("\n")}\n`);
     // A folder left by an older version of this tooling (no marker) is replaced.
     if (existsSync(final) && !existsSync(path.join(final, READY))) await rm(final, { recursive: true, force: true });
@@ -153,11 +200,25 @@ async function unpackDebianRedis(cache: string, say: (m: string) => void): Promi
       // Another run published it first: use theirs.
       if (!existsSync(path.join(final, READY))) throw err;
     }
-    say(`unpacked ${readdirSync(debs).join(", ")}`);
+    say(`unpacked ${readdirSync(debs).length} packages: ${packages.join(", ")}`);
     return final;
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/** The library path for programs unpacked under `root`: Debian's folders named for the architecture. */
+export function debianLibraryPath(root: string): string {
+  const inherited = process.env.LD_LIBRARY_PATH;
+  const dirs = ["usr/lib", "lib"]
+    .map((d) => path.join(root, d))
+    .filter((d) => existsSync(d))
+    .flatMap((d) =>
+      readdirSync(d)
+        .filter((name) => name.endsWith("-linux-gnu"))
+        .map((name) => path.join(d, name)),
+    );
+  return [...dirs, ...(inherited ? [inherited] : [])].join(":");
 }
 
 /** One preparation per cache folder at a time in this process (parallel callers share it). */
@@ -191,27 +252,17 @@ export async function ensureRedisPrograms(
   const cache = options.cache ?? cacheDir();
   let pending = preparing.get(cache);
   if (pending === undefined) {
-    pending = unpackDebianRedis(cache, say);
+    pending = unpackDebianPrograms(DEBIAN_REDIS, cache, say);
     preparing.set(cache, pending);
     pending.catch(() => preparing.delete(cache));
   }
   const root = await pending;
   const binDir = path.join(root, "bin");
-  // Debian keeps libraries in a folder named for the architecture (usr/lib/x86_64-linux-gnu, ...).
-  const libDirs = ["usr/lib", "lib"]
-    .map((d) => path.join(root, d))
-    .filter((d) => existsSync(d))
-    .flatMap((d) =>
-      readdirSync(d)
-        .filter((name) => name.endsWith("-linux-gnu"))
-        .map((name) => path.join(d, name)),
-    );
-  const inherited = process.env.LD_LIBRARY_PATH;
   return {
     server: path.join(binDir, "redis-server"),
     cli: path.join(binDir, "redis-cli"),
     binDir,
-    env: { LD_LIBRARY_PATH: [...libDirs, ...(inherited ? [inherited] : [])].join(":") },
+    env: { LD_LIBRARY_PATH: debianLibraryPath(root) },
     source: "debian packages",
   };
 }

@@ -163,7 +163,7 @@ describe("without redis-server on PATH", () => {
     const options = { pathVariable: "/nonexistent", cache, say: (m: string) => lines.push(m) };
     const [programs, again] = await Promise.all([ensureRedisPrograms(options), ensureRedisPrograms(options)]);
     expect(again).toStrictEqual(programs);
-    expect(lines.filter((l) => l.startsWith("no Redis on this machine: fetching"))).toHaveLength(1);
+    expect(lines.filter((l) => l.startsWith("not on this machine: fetching Debian's redis-tools"))).toHaveLength(1);
     expect(programs.source).toBe("debian packages");
     expect(programs.server).toMatch(/debian-redis\/bin\/redis-server$/);
     expect(programs.env.LD_LIBRARY_PATH).toMatch(/debian-redis\/usr\/lib\/[a-z0-9_]+-linux-gnu/);
