@@ -20,11 +20,17 @@ const ROLE = `todos_role_${suffix}`;
 const DB = `todos_db_${suffix}`;
 const OLD_DB = `todos_old_${suffix}`;
 
-/** A database URL of the machine's server: another database, or another role. */
+/** The role's password as setUp gives it by default (a server with password auth checks it). */
+const ROLE_PASSWORD = "first-password";
+
+/** A database URL of the test's server: another database, or another role (with the role's password). */
 function urlFor(database: string, user?: string): string {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
-  if (user !== undefined) url.username = user;
+  if (user !== undefined) {
+    url.username = user;
+    url.password = ROLE_PASSWORD;
+  }
   return url.toString();
 }
 
@@ -39,7 +45,7 @@ async function psql(url: string, input: { sql?: string; file?: string }, env: No
 }
 
 /** What db-setup runs, as it runs it: the superuser, the role, password and database from the environment. */
-function setUp(database: string, password = "first-password", user = ROLE) {
+function setUp(database: string, password = ROLE_PASSWORD, user = ROLE) {
   return psql(
     ADMIN_URL,
     { file: SCRIPT },
