@@ -9,6 +9,7 @@ module.exports = {
   // A PostgreSQL server for the whole run: found, or started and stopped (test/setup/postgres.ts).
   globalSetup: "<rootDir>/test/setup/postgres.ts",
   globalTeardown: "<rootDir>/test/setup/postgres-teardown.ts",
-  setupFilesAfterEnv: ["<rootDir>/test/setup/openapi-responses.ts"],
+  // The reaper kills, after each test file, the processes its tests started and left running.
+  setupFilesAfterEnv: ["<rootDir>/test/setup/openapi-responses.ts", require.resolve("@localdecider/test-env/reap")],
   testTimeout: 30_000,
 };

@@ -4,6 +4,7 @@ export * from "./bearer";
 export * from "./clip";
 export * from "./config";
 export * from "./connection-limits";
+export * from "./cors";
 export * from "./error-handler";
 export * from "./host-check";
 export * from "./logger";

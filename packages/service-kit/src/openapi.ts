@@ -135,8 +135,8 @@ export interface DocsRouterOptions {
 
 /**
  * `GET /openapi.json` (the document) and `GET /docs` (Swagger UI over it, assets under /docs/assets/).
- * Mount it at the app root, or under a prefix (`app.use("/api", docsRouter(doc))`): URLs in the page follow
- * the mount path.
+ * Mount it at the app root, or under a prefix (`app.use("/api", docsRouter(doc))`): every URL in the page is
+ * relative to it, so it also works behind a proxy that strips a path prefix.
  */
 export function docsRouter(document: OpenApiDocument, options: DocsRouterOptions = {}): Router {
   const router = Router();
@@ -145,7 +145,15 @@ export function docsRouter(document: OpenApiDocument, options: DocsRouterOptions
     res.json(document);
   });
   router.get("/docs", (req, res) => {
-    const base = req.baseUrl;
+    // Every URL in the page is relative to the page (`docs/assets/...` from `.../docs`), so /docs works
+    // wherever it is mounted and behind a proxy that serves the service under a path prefix it strips
+    // (`https://host/todos/docs` -> `/docs`), which the service cannot see. `/docs/` would shift them one
+    // level down: it is sent to `../docs`, relative too.
+    if (req.path.endsWith("/")) {
+      res.redirect(301, "../docs");
+      return;
+    }
+    const base = "docs";
     res.setHeader("Content-Security-Policy", DOCS_CSP);
     res.type("html").send(`<!doctype html>
 <html lang="en">
@@ -153,22 +161,23 @@ export function docsRouter(document: OpenApiDocument, options: DocsRouterOptions
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title}</title>
-<link rel="icon" type="image/png" href="${base}/docs/assets/favicon-32x32.png">
-<link rel="stylesheet" href="${base}/docs/assets/swagger-ui.css">
+<link rel="icon" type="image/png" href="${base}/assets/favicon-32x32.png">
+<link rel="stylesheet" href="${base}/assets/swagger-ui.css">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="${base}/docs/assets/swagger-ui-bundle.js"></script>
-<script src="${base}/docs/init.js"></script>
+<script src="${base}/assets/swagger-ui-bundle.js"></script>
+<script src="${base}/init.js"></script>
 </body>
 </html>
 `);
   });
-  router.get("/docs/init.js", (req, res) => {
+  router.get("/docs/init.js", (_req, res) => {
     res.setHeader("Content-Security-Policy", DOCS_CSP);
-    // validatorUrl null: Swagger UI would otherwise send the document to an online validator.
+    // validatorUrl null: Swagger UI would otherwise send the document to an online validator. The document's
+    // URL is relative, resolved against the page (.../docs -> .../openapi.json), as the page's own are.
     res.type("js").send(`window.ui = SwaggerUIBundle({
-  url: ${JSON.stringify(`${req.baseUrl}/openapi.json`)},
+  url: "openapi.json",
   dom_id: "#swagger-ui",
   deepLinking: true,
   validatorUrl: null,

@@ -46,6 +46,24 @@ export interface RegisterRoutesOptions {
    * deep for zod's recursion here).
    */
   checkBody?: (body: unknown) => void;
+  /**
+   * The service's error for a method that no contract declares on a path that exists (`GET /v1/systemone`):
+   * answered with it and an `Allow` header listing the path's methods, instead of the 404 an unknown path
+   * gets. `allowed` is that list (`GET, HEAD, OPTIONS`). OPTIONS on such a path answers 204 with `Allow`.
+   * Omitted: such requests fall through to the service's 404.
+   */
+  methodNotAllowed?: (method: string, allowed: string[]) => AppError;
+}
+
+/**
+ * The `Allow` list of a path from the methods its contracts declare: HEAD beside GET (Express answers HEAD
+ * from a GET route), and OPTIONS (answered by methodNotAllowedHandler or the CORS middleware).
+ */
+export function allowedMethods(methods: readonly string[]): string[] {
+  const upper = methods.map((m) => m.toUpperCase());
+  const all = new Set([...upper, ...(upper.includes("GET") ? ["HEAD"] : []), "OPTIONS"]);
+  const order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+  return [...all].sort((a, b) => order.indexOf(a) - order.indexOf(b));
 }
 
 /**
@@ -94,5 +112,27 @@ export function registerRoutes<R extends RouteContracts>(
       else res.json(reply.body);
     });
     app[route.method](route.path, ...chain);
+  }
+
+  // After every route: a request that reached here matched a contract's path but none of its methods.
+  const { methodNotAllowed } = options;
+  if (methodNotAllowed === undefined) return;
+  const methodsByPath = new Map<string, string[]>();
+  for (const name of names) {
+    const route = routes[name] as RouteContract;
+    methodsByPath.set(route.path, [...(methodsByPath.get(route.path) ?? []), route.method]);
+  }
+  for (const [path, methods] of methodsByPath) {
+    const allowed = allowedMethods(methods);
+    // Named, so that a look at the app's routes can tell these catch-alls from the contracts' routes.
+    const refuseMethod: RequestHandler = function methodNotAllowedHandler(req, res, next) {
+      res.set("Allow", allowed.join(", "));
+      if (req.method === "OPTIONS") {
+        res.status(204).end();
+        return;
+      }
+      next(methodNotAllowed(req.method, allowed));
+    };
+    app.all(path, refuseMethod);
   }
 }

@@ -14,6 +14,45 @@ export interface ServeOptions {
   drainTimeoutMs?: number;
   /** Request timeouts and the connection cap (connection-limits.ts); each unset one is its default. */
   connections?: Partial<ConnectionLimits>;
+  /**
+   * The variables that set host and port (`TODOS_HOST`, `TODOS_PORT`): a port in use or an address this
+   * machine does not have is then reported naming the variable, its value and what to do (listenFailure).
+   */
+  variables?: { host: string; port: string };
+}
+
+/**
+ * Why a service could not listen, said for an operator: the variable and its value, the problem, what to
+ * do. Other errors (and errors without an errno code) are returned unchanged.
+ */
+export function listenFailure(
+  err: unknown,
+  where: { host: string; port: number; variables: { host: string; port: string } },
+): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  const { host, port, variables } = where;
+  const at = `${host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new Error(
+        `${variables.port}=${port}: ${at} is already in use by another process: stop it, or set ${variables.port} to a free port (0 picks one)`,
+        { cause: err },
+      );
+    case "EACCES":
+      return new Error(
+        `${variables.port}=${port}: not allowed to listen on ${at} (ports below 1024 need privileges): set ${variables.port} to 1024 or above`,
+        { cause: err },
+      );
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new Error(
+        `${variables.host}=${host}: not an address of this machine (${String(code)}): set ${variables.host} to one of its addresses, 127.0.0.1 or 0.0.0.0 (every interface)`,
+        { cause: err },
+      );
+    default:
+      return err;
+  }
 }
 
 export interface RunningServer {
@@ -43,9 +82,15 @@ export async function serve(app: Express, options: ServeOptions): Promise<Runnin
   server.maxConnections = limits.maxConnections;
   reportDroppedConnections(server, options.logger, limits.maxConnections);
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    const fail = (err: Error) =>
+      reject(
+        options.variables === undefined
+          ? err
+          : listenFailure(err, { host: options.host, port: options.port, variables: options.variables }),
+      );
+    server.once("error", fail);
     server.listen(options.port, options.host, () => {
-      server.off("error", reject);
+      server.off("error", fail);
       resolve();
     });
   });

@@ -12,9 +12,12 @@ import {
   errorHandler,
   jsonBody,
   loadConfig,
+  prettyLine,
   requestId,
   serve,
+  unknownVariables,
   validationDetails,
+  warnUnknownVariables,
 } from "../src";
 
 function captureLogger() {
@@ -188,6 +191,93 @@ describe("loadConfig", () => {
     expect(() => loadConfig(schema, { PORT: "99999" })).toThrow(ConfigError);
     expect(() => loadConfig(schema, { PORT: "99999" })).toThrow(/PORT/);
   });
+
+  describe("a number that is not one, not whole or out of range", () => {
+    const numbers = z
+      .object({
+        APP_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+        APP_TIMEOUT: z.coerce.number().positive().max(86_400).default(180),
+        APP_LEASE_MS: z.coerce.number().int().min(1000).default(15_000),
+        APP_WORKERS: z.coerce.number().int().min(1).max(64).optional(),
+        APP_RATIO: z.coerce.number().min(0).max(1).default(0.5),
+        APP_NAME: z.string().min(3).default("app"),
+      })
+      .superRefine(() => undefined);
+    const problem = (env: Record<string, string>, units?: Record<string, string>) => {
+      try {
+        loadConfig(numbers, env, units === undefined ? {} : { units });
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+      return [];
+    };
+
+    it("shows the value, the unit, whole or not, the range and the default", () => {
+      expect(problem({ APP_PORT: "abc" })).toStrictEqual([
+        'APP_PORT: "abc" is not a number: expected a TCP port, a whole number 0-65535 (default 3000)',
+      ]);
+      expect(problem({ APP_TIMEOUT: "3m" })).toStrictEqual([
+        'APP_TIMEOUT: "3m" is not a number (write seconds as a bare number, no "m"): expected seconds, a number more than 0 and at most 86400 (default 180)',
+      ]);
+      expect(problem({ APP_LEASE_MS: "2.5" })).toStrictEqual([
+        'APP_LEASE_MS: "2.5" is not a whole number: expected milliseconds, a whole number at least 1000 (default 15000)',
+      ]);
+      expect(problem({ APP_WORKERS: "65" })).toStrictEqual([
+        'APP_WORKERS: "65" is out of range: expected a whole number 1-64',
+      ]);
+      expect(problem({ APP_RATIO: "2" }, { APP_RATIO: "a fraction" })).toStrictEqual([
+        'APP_RATIO: "2" is out of range: expected a fraction, a number at least 0 and at most 1 (default 0.5)',
+      ]);
+    });
+
+    it("leaves other problems with their own message, and names every variable at once", () => {
+      expect(problem({ APP_NAME: "x", APP_PORT: "-1" })).toStrictEqual([
+        'APP_PORT: "-1" is out of range: expected a TCP port, a whole number 0-65535 (default 3000)',
+        "APP_NAME: Too small: expected string to have >=3 characters",
+      ]);
+    });
+  });
+});
+
+describe("unknownVariables", () => {
+  const schema = z
+    .object({ APP_PORT: z.string().optional(), APP_HOST: z.string().optional(), APP_MAX_QUEUE: z.string().optional() })
+    .superRefine(() => undefined);
+
+  it("lists the service's prefixed variables its schema lacks, with the closest known name when one is close", () => {
+    const env = {
+      APP_PROT: "1",
+      APP_HOST: "x",
+      APP_MAXQUEUE: "3",
+      APP_SOMETHING_ELSE_ENTIRELY: "y",
+      OTHER_PROT: "1",
+      PATH: "/bin",
+    };
+    expect(unknownVariables(schema, ["APP_"], env)).toStrictEqual([
+      { variable: "APP_MAXQUEUE", closest: "APP_MAX_QUEUE" },
+      { variable: "APP_PROT", closest: "APP_PORT" },
+      { variable: "APP_SOMETHING_ELSE_ENTIRELY" },
+    ]);
+  });
+
+  it("ignores the test tooling's variables, which share the prefixes", () => {
+    const env = { LOCALDECIDER_TEST_REDIS_URL: "x", LOCALDECIDER_STATIC_CHECKS: "done", TODOS_TEST_ADMIN_URL: "y" };
+    expect(unknownVariables(schema, ["LOCALDECIDER_", "TODOS_"], env)).toStrictEqual([]);
+  });
+
+  it("warns once per unknown variable, naming the suggestion", () => {
+    const lines: [string, object][] = [];
+    warnUnknownVariables({ warn: (m: string, meta: object) => lines.push([m, meta]) }, schema, ["APP_"], {
+      APP_PROT: "1",
+      APP_PORT: "2",
+    });
+    expect(lines).toStrictEqual([
+      [
+        "APP_PROT is not a variable of this service: ignored (did you mean APP_PORT?)",
+        { variable: "APP_PROT", closest: "APP_PORT" },
+      ],
+    ]);
+  });
 });
 
 describe("serve", () => {
@@ -232,5 +322,41 @@ describe("validationDetails", () => {
     if (whole.success) return;
     expect(validationDetails(whole.error, { root: "" }).map((d) => d.path)).toStrictEqual([""]);
     expect(validationDetails(whole.error, { root: "body" }).map((d) => d.path)).toStrictEqual(["body"]);
+  });
+});
+
+describe("LOG_FORMAT=pretty", () => {
+  it("writes one readable line a record: time, level, message, fields, the request id last; a stack below", () => {
+    const info = {
+      level: "info",
+      message: "listening",
+      timestamp: "2026-11-27T10:00:01.234Z",
+      service: "todos",
+      port: 3000,
+      host: "127.0.0.1",
+      allowedHosts: ["localhost", "[::1]"],
+      note: "two words",
+      requestId: "req-1",
+    };
+    expect(prettyLine(info, false)).toBe(
+      '10:00:01.234 info  listening port=3000 host=127.0.0.1 allowedHosts=["localhost","[::1]"] note="two words" requestId=req-1',
+    );
+    const coloured = prettyLine({ ...info, level: "error", stack: "Error: x\n    at y" }, true);
+    expect(coloured.startsWith("10:00:01.234 \u001b[31merror\u001b[0m listening ")).toBe(true);
+    expect(coloured.endsWith("\nError: x\n    at y")).toBe(true);
+  });
+
+  it("is what createLogger writes with format pretty, and JSON without it", () => {
+    // The line a transport writes is the formatted record's MESSAGE (winston's triple-beam symbol).
+    const written = (format?: "pretty") => {
+      const logger = createLogger({ service: "t", level: "info", ...(format === undefined ? {} : { format }) });
+      const info = logger.format.transform({ level: "info", message: "hello", n: 1, service: "t" }) as Record<
+        symbol,
+        string
+      >;
+      return info[Symbol.for("message")] as string;
+    };
+    expect(written("pretty")).toMatch(/^\d{2}:\d{2}:\d{2}\.\d{3} info {2}hello n=1$/);
+    expect(JSON.parse(written())).toMatchObject({ level: "info", message: "hello", n: 1, service: "t" });
   });
 });

@@ -270,25 +270,54 @@ describe("docsRouter", () => {
     expect(res.headers["content-security-policy"]).toContain("script-src 'self'");
     expect(res.text).toContain("<title>Sample &#60;API&#62;</title>");
     const urls = [...res.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    // Relative to the page, so that they work under any prefix (see below).
     expect(urls).toStrictEqual([
-      "/docs/assets/favicon-32x32.png",
-      "/docs/assets/swagger-ui.css",
-      "/docs/assets/swagger-ui-bundle.js",
-      "/docs/init.js",
+      "docs/assets/favicon-32x32.png",
+      "docs/assets/swagger-ui.css",
+      "docs/assets/swagger-ui-bundle.js",
+      "docs/init.js",
     ]);
     for (const url of urls) {
-      const asset = await request(app()).get(url as string);
+      const resolved = new URL(url as string, "http://service.test/docs").pathname;
+      const asset = await request(app()).get(resolved);
       expect({ url, status: asset.status }).toStrictEqual({ url, status: 200 });
     }
   });
 
-  it("points Swagger UI at the document under the mount path, with the online validator off", async () => {
-    const res = await request(app("/api")).get("/api/docs/init.js");
-    expect(res.status).toBe(200);
-    expect(res.text).toContain('url: "/api/openapi.json"');
-    expect(res.text).toContain("validatorUrl: null");
+  it("works behind a proxy that strips a path prefix: every URL, the document's included, resolves under it", async () => {
+    // The browser is at https://host/todos/docs; the proxy hands the service /docs and strips /todos from
+    // what the page then asks for. The service never sees the prefix.
+    const a = app();
+    const page = await request(a).get("/docs");
+    const init = await request(a).get("/docs/init.js");
+    expect(init.text).toContain('url: "openapi.json"');
+    expect(init.text).toContain("validatorUrl: null");
+    const browserAt = "https://host.test/todos/docs";
+    const asked = [
+      ...[...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] as string),
+      /url: "([^"]+)"/.exec(init.text)?.[1] as string,
+    ].map((url) => new URL(url, browserAt).pathname);
+    expect(asked).toStrictEqual([
+      "/todos/docs/assets/favicon-32x32.png",
+      "/todos/docs/assets/swagger-ui.css",
+      "/todos/docs/assets/swagger-ui-bundle.js",
+      "/todos/docs/init.js",
+      "/todos/openapi.json",
+    ]);
+    for (const path of asked) {
+      const stripped = path.replace(/^\/todos/, "");
+      expect({ path, status: (await request(a).get(stripped)).status }).toStrictEqual({ path, status: 200 });
+    }
+  });
+
+  it("mounted under a path, serves the same page there; /docs/ is sent to ../docs so relative URLs hold", async () => {
     const page = await request(app("/api")).get("/api/docs");
-    expect(page.text).toContain('src="/api/docs/assets/swagger-ui-bundle.js"');
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('src="docs/assets/swagger-ui-bundle.js"');
+    expect((await request(app("/api")).get("/api/openapi.json")).status).toBe(200);
+    const slash = await request(app("/api")).get("/api/docs/");
+    expect([slash.status, slash.headers.location]).toStrictEqual([301, "../docs"]);
+    expect(new URL("../docs", "https://host.test/api/docs/").pathname).toBe("/api/docs");
   });
 
   it("serves only Swagger UI's own assets, not the rest of its package folder", async () => {

@@ -134,6 +134,36 @@ describe("registerRoutes", () => {
     expect(res.body.error).toBe("too deep");
   });
 
+  it("answers a method no contract declares on a known path with the service's 405 and Allow; unknown paths stay 404", async () => {
+    const a = app({
+      methodNotAllowed: (method, allowed) => new AppError(405, `${method} is not allowed here`, { details: allowed }),
+    });
+    a.use((_req, res) => res.status(404).json({ error: "not found" }));
+    const put = await request(a).put("/lists/ab/items/7").send({ title: "x" });
+    expect([put.status, put.headers.allow, put.body]).toStrictEqual([
+      405,
+      "GET, HEAD, OPTIONS",
+      { error: "PUT is not allowed here", details: ["GET", "HEAD", "OPTIONS"] },
+    ]);
+    const get = await request(a).get("/lists/ab/items");
+    expect([get.status, get.headers.allow, get.body.error]).toStrictEqual([
+      405,
+      "POST, OPTIONS",
+      "GET is not allowed here",
+    ]);
+    const options = await request(a).options("/lists/ab/items");
+    expect([options.status, options.headers.allow, options.text]).toStrictEqual([204, "POST, OPTIONS", ""]);
+    // HEAD is served by the GET route, not refused.
+    expect((await request(a).head("/lists/ab/items/7")).status).toBe(200);
+    expect((await request(a).patch("/nowhere")).status).toBe(404);
+  });
+
+  it("without methodNotAllowed, a wrong method falls through to the service's 404", async () => {
+    const a = app();
+    a.use((_req, res) => res.status(404).json({ error: "not found" }));
+    expect((await request(a).put("/lists/ab/items/7")).status).toBe(404);
+  });
+
   it("refuses at boot a missing handler, a handler without a contract and an inconsistent route list", () => {
     const register = (r: RouteContracts, h: Record<string, unknown>) => () =>
       registerRoutes(express(), r, h as RouteHandlers<RouteContracts>, {

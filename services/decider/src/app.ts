@@ -4,6 +4,8 @@ import {
   type AllowedHosts,
   accessLog,
   buildOpenApiDocument,
+  CORS_DEFAULTS,
+  cors,
   docsRouter,
   errorHandler,
   hostCheck,
@@ -48,6 +50,8 @@ export interface AppDeps {
    * /health, /ready and /metrics. undefined: no check (an API key without LOCALDECIDER_ALLOWED_HOSTS, or `*`).
    */
   allowedHosts: AllowedHosts | undefined;
+  /** Origins allowed by CORS (`*_CORS_ORIGINS`); undefined or empty: no CORS headers. */
+  corsOrigins?: readonly string[] | undefined;
   limits: Limits;
   malformedRetries: number;
   timeoutSeconds: number;
@@ -135,6 +139,10 @@ export function createApp(deps: AppDeps): DeciderApp {
   app.use(accessLog(deps.logger));
   app.use(metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
+  if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
+    const allowHeaders = [...CORS_DEFAULTS.allowHeaders, "x-typesafe-request-id"];
+    app.use(cors({ origins: deps.corsOrigins, allowHeaders }));
+  }
   // Before any route, so that a request for a rebound name reads nothing and reaches no model server.
   if (deps.allowedHosts !== undefined) {
     app.use(
@@ -176,6 +184,7 @@ export function createApp(deps: AppDeps): DeciderApp {
         const { message, details } = invalidBody(body, validationDetails(error, { root: "body" }));
         return deciderError("invalid_request", message, { details });
       },
+      methodNotAllowed: (method) => deciderError("method_not_allowed", `Method ${method} not allowed on this path`),
     },
   );
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));

@@ -5,8 +5,10 @@ import {
   byteSize,
   connectionLimit,
   connectionLimitsProblem,
+  corsOriginsSchema,
   isBearerToken,
   LOG_LEVELS,
+  logFormatSchema,
 } from "@localdecider/service-kit";
 import { z } from "zod";
 import { DEFAULT_MODEL, parseModelSource } from "./engine/model-source";
@@ -27,6 +29,8 @@ export const configSchema = z
     // comma list of names, addresses and `.domain`s, or `*` for any. Unset: those alone without an API key,
     // no check with LOCALDECIDER_API_KEY set. See hostPolicy in the service kit.
     LOCALDECIDER_ALLOWED_HOSTS: allowedHostsSchema().optional(),
+    /** Browser origins allowed to call the API (CORS), a comma list; unset: no CORS headers (off). */
+    LOCALDECIDER_CORS_ORIGINS: corsOriginsSchema().optional(),
     // Set: an OpenAI-compatible model server (e.g. llama.cpp's `llama-server --port 8081`), without `/v1`, or
     // several separated by commas (each gets MAX_INFLIGHT; requests spread by least load, with failover).
     // Unset: the embedded engine runs LOCALDECIDER_MODEL in this process.
@@ -126,6 +130,8 @@ export const configSchema = z
     LOCALDECIDER_MAX_CONNECTIONS: connectionLimit("maxConnections"),
     LOCALDECIDER_TIMEOUT_CHECK_MS: connectionLimit("connectionsCheckingIntervalMs"),
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    /** "json" (one object a line, the default) or "pretty" (one readable line, for development). */
+    LOG_FORMAT: logFormatSchema(),
   })
   .superRefine((config, ctx) => {
     const timeouts = connectionLimitsProblem({

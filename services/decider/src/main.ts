@@ -7,6 +7,7 @@ import {
   hostPolicy,
   loadConfig,
   serve,
+  warnUnknownVariables,
 } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { createBackend } from "./backend";
@@ -24,7 +25,8 @@ async function main(): Promise<void> {
   const dir = invocationDir();
   const loaded = loadConfig(configSchema);
   const config = withAbsolutePaths(loaded, dir);
-  const logger = createLogger({ service: "decider", level: config.LOG_LEVEL });
+  const logger = createLogger({ service: "decider", level: config.LOG_LEVEL, format: config.LOG_FORMAT });
+  warnUnknownVariables(logger, configSchema, ["LOCALDECIDER_"]);
   // Kept in the schema so existing environments still start; it has bounded nothing since each call decodes
   // one token (prompt version 2).
   if ((process.env.LOCALDECIDER_MAX_OUTPUT_TOKENS ?? "") !== "") {
@@ -54,6 +56,7 @@ async function main(): Promise<void> {
     logger,
     apiKey: config.LOCALDECIDER_API_KEY,
     allowedHosts,
+    corsOrigins: config.LOCALDECIDER_CORS_ORIGINS,
     limits: {
       questionsPerCall: config.LOCALDECIDER_QUESTIONS_PER_CALL,
       outcomesPerCall: config.LOCALDECIDER_OUTCOMES_PER_CALL,
@@ -82,6 +85,7 @@ async function main(): Promise<void> {
       maxConnections: config.LOCALDECIDER_MAX_CONNECTIONS,
       connectionsCheckingIntervalMs: config.LOCALDECIDER_TIMEOUT_CHECK_MS,
     },
+    variables: { host: "LOCALDECIDER_HOST", port: "LOCALDECIDER_PORT" },
   });
   exitOnSignals(running, logger);
   // Never the API keys: only where we listen and what we call.

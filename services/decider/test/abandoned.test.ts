@@ -10,7 +10,7 @@ import {
   type Harness,
   harness,
   listen,
-  MACHINE_REDIS,
+  TEST_REDIS,
   waitFor,
 } from "./helpers";
 
@@ -60,7 +60,7 @@ describe.each([
   let prefix: string;
   let closeServer: (() => Promise<void>) | undefined;
   beforeAll(() => {
-    redis = new Redis(MACHINE_REDIS, { maxRetriesPerRequest: 1 });
+    redis = new Redis(TEST_REDIS, { maxRetriesPerRequest: 1 });
   });
   afterAll(() => {
     redis.disconnect();

@@ -38,6 +38,7 @@ describe("configSchema", () => {
       LOCALDECIDER_MAX_CONNECTIONS: 1_024,
       LOCALDECIDER_TIMEOUT_CHECK_MS: 5_000,
       LOG_LEVEL: "info",
+      LOG_FORMAT: "json",
     });
   });
 
@@ -46,6 +47,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_HOST",
       "LOCALDECIDER_PORT",
       "LOCALDECIDER_ALLOWED_HOSTS",
+      "LOCALDECIDER_CORS_ORIGINS",
       "LOCALDECIDER_UPSTREAM",
       "LOCALDECIDER_UPSTREAM_MODEL",
       "LOCALDECIDER_UPSTREAM_PROTOCOL",
@@ -78,6 +80,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_MAX_CONNECTIONS",
       "LOCALDECIDER_TIMEOUT_CHECK_MS",
       "LOG_LEVEL",
+      "LOG_FORMAT",
     ]);
     const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
     for (const key of Object.keys(configSchema.shape)) expect(readme).toContain(`| \`${key}\``);
@@ -114,9 +117,9 @@ describe("every variable refuses values that can never work, naming itself", () 
     // Any non-empty text can be a host or a name; empty counts as unset (the default).
     LOCALDECIDER_HOST: [],
     LOCALDECIDER_PORT: [
-      ["http", "Invalid input: expected number, received NaN"],
-      ["70000", "Too big: expected number to be <=65535"],
-      ["-1", "Too small: expected number to be >=0"],
+      ["http", '"http" is not a number: expected a TCP port, a whole number 0-65535 (default 8080)'],
+      ["70000", '"70000" is out of range: expected a TCP port, a whole number 0-65535 (default 8080)'],
+      ["-1", '"-1" is out of range: expected a TCP port, a whole number 0-65535 (default 8080)'],
     ],
     LOCALDECIDER_ALLOWED_HOSTS: [
       [
@@ -126,6 +129,16 @@ describe("every variable refuses values that can never work, naming itself", () 
       [
         "decider, http://decider",
         '"http://decider" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
+      ],
+    ],
+    LOCALDECIDER_CORS_ORIGINS: [
+      [
+        "*",
+        '"*" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
+      ],
+      [
+        "https://app.example.com/path",
+        '"https://app.example.com/path" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
       ],
     ],
     LOCALDECIDER_UPSTREAM: [
@@ -187,7 +200,7 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["lots", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
       ["4096.5", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
     ],
-    LOCALDECIDER_THREADS: [["-1", "Too small: expected number to be >=0"]],
+    LOCALDECIDER_THREADS: [["-1", '"-1" is out of range: expected a whole number 0-1024 (default 0)']],
     // A key no client could send as a bearer token (RFC 6750 b64token) stops the start.
     LOCALDECIDER_API_KEY: [
       [
@@ -200,18 +213,22 @@ describe("every variable refuses values that can never work, naming itself", () 
       ],
     ],
     LOCALDECIDER_TIMEOUT: [
-      ["0", "Too small: expected number to be >0"],
-      ["soon", "Invalid input: expected number, received NaN"],
-      ["100000", "Too big: expected number to be <=86400"],
+      ["0", '"0" is out of range: expected seconds, a number more than 0 and at most 86400 (default 180)'],
+      ["soon", '"soon" is not a number: expected seconds, a number more than 0 and at most 86400 (default 180)'],
+      [
+        "3m",
+        '"3m" is not a number (write seconds as a bare number, no "m"): expected seconds, a number more than 0 and at most 86400 (default 180)',
+      ],
+      ["100000", '"100000" is out of range: expected seconds, a number more than 0 and at most 86400 (default 180)'],
     ],
-    LOCALDECIDER_MAX_INFLIGHT: [["0", "Too small: expected number to be >=1"]],
+    LOCALDECIDER_MAX_INFLIGHT: [["0", '"0" is out of range: expected a whole number 1-1024 (default 2)']],
     LOCALDECIDER_MAX_QUEUE: [
-      ["0", "Too small: expected number to be >=1"],
-      ["2.5", "Invalid input: expected int, received number"],
+      ["0", '"0" is out of range: expected a whole number 1-1000000 (default 256)'],
+      ["2.5", '"2.5" is not a whole number: expected a whole number 1-1000000 (default 256)'],
     ],
     LOCALDECIDER_MAX_QUESTIONS: [
-      ["0", "Too small: expected number to be >=1"],
-      ["many", "Invalid input: expected number, received NaN"],
+      ["0", '"0" is out of range: expected a whole number 1-1000000 (default 4096)'],
+      ["many", '"many" is not a number: expected a whole number 1-1000000 (default 4096)'],
     ],
     LOCALDECIDER_REDIS_URL: [
       ["http://127.0.0.1:6379", "must be a redis:// or rediss:// URL"],
@@ -223,13 +240,13 @@ describe("every variable refuses values that can never work, naming itself", () 
     ],
     LOCALDECIDER_REDIS_PREFIX: [["my prefix", "must be 1-100 letters, digits, `_`, `-`, `.` or `:`"]],
     LOCALDECIDER_REDIS_LEASE_MS: [
-      ["500", "Too small: expected number to be >=1000"],
-      ["1000000", "Too big: expected number to be <=600000"],
+      ["500", '"500" is out of range: expected milliseconds, a whole number 1000-600000 (default 15000)'],
+      ["1000000", '"1000000" is out of range: expected milliseconds, a whole number 1000-600000 (default 15000)'],
     ],
-    LOCALDECIDER_MALFORMED_RETRIES: [["-1", "Too small: expected number to be >=0"]],
-    LOCALDECIDER_MAX_OUTPUT_TOKENS: [["8", "Too small: expected number to be >=16"]],
-    LOCALDECIDER_QUESTIONS_PER_CALL: [["0", "Too small: expected number to be >=1"]],
-    LOCALDECIDER_OUTCOMES_PER_CALL: [["10", "Too small: expected number to be >=20"]],
+    LOCALDECIDER_MALFORMED_RETRIES: [["-1", '"-1" is out of range: expected a whole number 0-10 (default 2)']],
+    LOCALDECIDER_MAX_OUTPUT_TOKENS: [["8", '"8" is out of range: expected a whole number 16-1000000 (default 2048)']],
+    LOCALDECIDER_QUESTIONS_PER_CALL: [["0", '"0" is out of range: expected a whole number 1-1000 (default 16)']],
+    LOCALDECIDER_OUTCOMES_PER_CALL: [["10", '"10" is out of range: expected a whole number 20-100000 (default 128)']],
     LOCALDECIDER_ALLOW_NO_LOGPROBS: [
       [
         "maybe",
@@ -250,19 +267,27 @@ describe("every variable refuses values that can never work, naming itself", () 
     // Any path is read at boot (a missing or malformed file stops it: calibration.test.ts); only its length is bounded.
     LOCALDECIDER_CALIBRATION: [["x".repeat(4097), "Too big: expected string to have <=4096 characters"]],
     LOCALDECIDER_HEADERS_TIMEOUT_MS: [
-      ["999", "Too small: expected number to be >=1000"],
+      ["999", '"999" is out of range: expected milliseconds, a whole number 1000-3600000 (default 20000)'],
       ["40000", "must not exceed the request timeout (30000 ms): the headers are part of the request"],
     ],
     LOCALDECIDER_REQUEST_TIMEOUT_MS: [
-      ["3600001", "Too big: expected number to be <=3600000"],
-      ["1m", "Invalid input: expected number, received NaN"],
+      ["3600001", '"3600001" is out of range: expected milliseconds, a whole number 1000-3600000 (default 30000)'],
+      [
+        "1m",
+        '"1m" is not a number (write milliseconds as a bare number, no "m"): expected milliseconds, a whole number 1000-3600000 (default 30000)',
+      ],
     ],
-    LOCALDECIDER_IDLE_TIMEOUT_MS: [["0", "Too small: expected number to be >=1000"]],
-    LOCALDECIDER_MAX_CONNECTIONS: [["0", "Too small: expected number to be >=1"]],
-    LOCALDECIDER_TIMEOUT_CHECK_MS: [["60001", "Too big: expected number to be <=60000"]],
+    LOCALDECIDER_IDLE_TIMEOUT_MS: [
+      ["0", '"0" is out of range: expected milliseconds, a whole number 1000-600000 (default 5000)'],
+    ],
+    LOCALDECIDER_MAX_CONNECTIONS: [["0", '"0" is out of range: expected a whole number 1-1000000 (default 1024)']],
+    LOCALDECIDER_TIMEOUT_CHECK_MS: [
+      ["60001", '"60001" is out of range: expected milliseconds, a whole number 100-60000 (default 5000)'],
+    ],
     LOG_LEVEL: [
       ["loud", 'Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"'],
     ],
+    LOG_FORMAT: [["text", 'must be "json" or "pretty"']],
   };
 
   it("covers every variable of the schema", () => {

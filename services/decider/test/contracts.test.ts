@@ -9,13 +9,21 @@ import {
 import { type Harness, harness, listen } from "./helpers";
 import { PNG_ASSET } from "./image-assets";
 
-/** The Express routes an app serves, as "METHOD path". */
+type RouteLayer = { route?: { path: string; methods: Record<string, boolean>; stack: { name: string }[] } };
+
+function routeLayers(app: Harness["app"]): RouteLayer[] {
+  return (app as unknown as { router: { stack: RouteLayer[] } }).router.stack;
+}
+
+/** The kit's 405 catch-all of a path (registerRoutes' methodNotAllowed), which answers every other method. */
+const isMethodCatchAll = (layer: RouteLayer) => layer.route?.stack.some((s) => s.name === "methodNotAllowedHandler");
+
+/** The Express routes an app serves, as "METHOD path" (the 405 catch-alls apart). */
 function served(app: Harness["app"]): string[] {
-  const stack = (
-    app as unknown as { router: { stack: { route?: { path: string; methods: Record<string, boolean> } }[] } }
-  ).router.stack;
-  return stack.flatMap((layer) =>
-    layer.route ? Object.keys(layer.route.methods).map((m) => `${m.toUpperCase()} ${layer.route?.path}`) : [],
+  return routeLayers(app).flatMap((layer) =>
+    layer.route && !isMethodCatchAll(layer)
+      ? Object.keys(layer.route.methods).map((m) => `${m.toUpperCase()} ${layer.route?.path}`)
+      : [],
   );
 }
 
@@ -27,6 +35,11 @@ describe("the decider's route contracts", () => {
         Object.values(deciderRoutes)
           .map((r) => `${r.method.toUpperCase()} ${r.path}`)
           .sort(),
+      );
+      // Each contract path also answers its other methods with 405, after its own routes.
+      const catchAlls = routeLayers(h.app).filter(isMethodCatchAll);
+      expect(catchAlls.map((l) => l.route?.path).sort()).toStrictEqual(
+        [...new Set(Object.values(deciderRoutes).map((r) => r.path))].sort(),
       );
     } finally {
       await h.close();

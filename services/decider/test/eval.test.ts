@@ -1,9 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CalibrationFile } from "@localdecider/contracts/decider";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import request from "supertest";
 import { loadCalibration } from "../src/calibration/load";
 import { ModelFileServer } from "./embedded/model-server";
@@ -70,7 +71,7 @@ interface CliRun {
 }
 
 function runCli(args: string[], onStart?: (child: ChildProcess, output: { stderr: string }) => void): Promise<CliRun> {
-  const child = spawn(process.execPath, [CLI, "eval", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawnTracked(process.execPath, [CLI, "eval", ...args], { stdio: ["ignore", "pipe", "pipe"] });
   const output = { stdout: "", stderr: "" };
   child.stdout?.on("data", (c: Buffer) => {
     output.stdout += c.toString();
@@ -102,7 +103,7 @@ function pngSize(path: string): [number, number] {
 
 /** dist/main.js as a process, with this environment; resolves with its port once it listens. */
 async function startMain(env: Record<string, string>): Promise<{ url: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawnTracked(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -425,7 +426,7 @@ describe("pnpm decider --version", () => {
   it("prints the tool's name and version and exits 0", async () => {
     const pkg = JSON.parse(readFileSync(join(REPO, "tools", "decider-eval", "package.json"), "utf8"));
     for (const args of [["--version"], ["eval", "--version"]]) {
-      const child = spawn(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawnTracked(process.execPath, [CLI, ...args], { stdio: ["ignore", "pipe", "pipe"] });
       let stdout = "";
       child.stdout?.on("data", (c: Buffer) => {
         stdout += c.toString();
@@ -520,7 +521,7 @@ describe("the root README's two commands, run from one directory", () => {
 
 /** `pnpm <args>` run in `cwd`, to its end. */
 function runPnpm(args: string[], cwd: string): Promise<CliRun> {
-  const child = spawn("pnpm", args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawnTracked("pnpm", args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
   const output = { stdout: "", stderr: "" };
   child.stdout?.on("data", (c: Buffer) => {
     output.stdout += c.toString();
@@ -542,7 +543,7 @@ async function startWithPnpm(
   env: Record<string, string>,
   cwd: string,
 ): Promise<{ url: string; listening: Record<string, unknown>; stop: () => Promise<void> }> {
-  const child = spawn("pnpm", ["--dir", REPO, "--filter", "@localdecider/decider", "start"], {
+  const child = spawnTracked("pnpm", ["--dir", REPO, "--filter", "@localdecider/decider", "start"], {
     cwd,
     env: { ...process.env, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -579,7 +580,7 @@ async function startWithPnpm(
 }
 
 function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawnTracked(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });

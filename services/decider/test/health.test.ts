@@ -162,4 +162,23 @@ describe("unknown routes", () => {
     expect(res.status).toBe(404);
     expect(res.body).toStrictEqual({ error: "Not found", code: "not_found" });
   });
+
+  it("a method the path does not take answers 405 with Allow, in the error shape; OPTIONS answers 204 with Allow", async () => {
+    h = await harness();
+    const get = await request(h.app).get("/v1/systemone");
+    expect([get.status, get.headers.allow, get.body]).toStrictEqual([
+      405,
+      "POST, OPTIONS",
+      { error: "Method GET not allowed on this path", code: "method_not_allowed" },
+    ]);
+    const del = await request(h.app).delete("/v1/models");
+    expect([del.status, del.headers.allow, del.body.code]).toStrictEqual([
+      405,
+      "GET, HEAD, OPTIONS",
+      "method_not_allowed",
+    ]);
+    const options = await request(h.app).options("/v1/systemone");
+    expect([options.status, options.headers.allow]).toStrictEqual([204, "POST, OPTIONS"]);
+    expect(h.fake.requests).toHaveLength(0);
+  });
 });

@@ -80,18 +80,21 @@ export interface HarnessOptions {
   packing?: boolean;
   logger?: Logger;
   calibration?: Calibration;
-  /** Limits shared through the machine's Redis (127.0.0.1:6379), under a key prefix of this test's own. */
+  /** Limits shared through the test run's Redis (TEST_REDIS), under a key prefix of this test's own. */
   sharedRedis?: boolean;
   /** LOCALDECIDER_UPSTREAM_PROTOCOL (default auto, as in production). */
   protocol?: ProtocolSetting;
   /** With sharedRedis: the key prefix (replicas in one test share one); a fresh one by default. */
   redisPrefix?: string;
-  /** With sharedRedis: another Redis than the machine's (one that is down, say). */
+  /** With sharedRedis: another Redis than the test run's (one that is down, say). */
   redisUrl?: string;
 }
 
-/** The machine's Redis, which the Redis-shared tests use (each under a prefix of its own). */
-export const MACHINE_REDIS = "redis://127.0.0.1:6379";
+/**
+ * The Redis the Redis-shared tests use (each under a prefix of its own): the one the global setup found or
+ * started (test/setup/redis.ts), the machine's at 127.0.0.1:6379 when it answers.
+ */
+export const TEST_REDIS = process.env.LOCALDECIDER_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
 export interface DeciderUnderTest {
   app: ReturnType<typeof createApp>["app"];
@@ -156,7 +159,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
   const shared =
     options.sharedRedis === true
       ? new RedisLimits({
-          url: options.redisUrl ?? MACHINE_REDIS,
+          url: options.redisUrl ?? TEST_REDIS,
           prefix: options.redisPrefix ?? `localdecider-test:${randomUUID()}:`,
           maxInflight,
           maxQueue,
@@ -196,7 +199,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const d = deciderFor(upstream, options);
   // The shared limits admit nothing before their first heartbeat reached Redis.
   for (let i = 0; options.sharedRedis === true && (await d.limiter.unavailable()) !== undefined; i++) {
-    if (i === 200) throw new Error("the machine's Redis (127.0.0.1:6379) does not answer");
+    if (i === 200) throw new Error(`the test run's Redis (${TEST_REDIS}) does not answer`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   return {

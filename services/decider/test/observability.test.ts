@@ -116,8 +116,8 @@ describe("GET /openapi.json and GET /docs", () => {
     h = await harness();
     const res = await request(h.app).get("/docs").expect(200);
     expect(res.headers["content-type"]).toMatch(/^text\/html/);
-    expect(res.text).toContain('<script src="/docs/init.js"></script>');
-    expect((await request(h.app).get("/docs/init.js").expect(200)).text).toContain('url: "/openapi.json"');
+    expect(res.text).toContain('<script src="docs/init.js"></script>');
+    expect((await request(h.app).get("/docs/init.js").expect(200)).text).toContain('url: "openapi.json"');
   });
 
   it("leaves /metrics, /openapi.json and /docs open when LOCALDECIDER_API_KEY is set, while /v1 needs it", async () => {

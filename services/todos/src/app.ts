@@ -6,6 +6,7 @@ import {
   accessLog,
   bodyParserErrorType,
   buildOpenApiDocument,
+  cors,
   docsRouter,
   errorHandler,
   hostCheck,
@@ -59,6 +60,8 @@ export interface AppDeps {
    * undefined: no check (sign-in on without TODOS_ALLOWED_HOSTS, or `*`).
    */
   allowedHosts: AllowedHosts | undefined;
+  /** Origins allowed by CORS (`*_CORS_ORIGINS`); undefined or empty: no CORS headers. */
+  corsOrigins?: readonly string[] | undefined;
   /**
    * Hooks for what is wired in later without editing this file: `beforeRoutes` runs after request id and
    * access log and before any route (tests mount their response recorders here).
@@ -138,6 +141,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(accessLog(logger));
   app.use(metrics.metrics.httpMiddleware);
   deps.hooks?.beforeRoutes?.(app);
+  if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) app.use(cors({ origins: deps.corsOrigins }));
   // Before any route, so that a request for a rebound name reads and changes nothing (its body unread).
   if (deps.allowedHosts !== undefined) {
     app.use(
@@ -161,6 +165,7 @@ export function createApp(deps: AppDeps): Express {
     authenticate: deps.auth === undefined ? undefined : requireUser(deps.auth),
     jsonBody: jsonBody({ limit: BODY_LIMIT_BYTES }),
     invalid: invalidTodosRequest,
+    methodNotAllowed: (method) => new AppError(405, `Method ${method} not allowed on this path`),
   });
 
   app.use(notFoundHandler(() => new AppError(404, TODO_MESSAGES.routeNotFound)));

@@ -3,7 +3,9 @@ import {
   byteSize,
   connectionLimit,
   connectionLimitsProblem,
+  corsOriginsSchema,
   LOG_LEVELS,
+  logFormatSchema,
 } from "@localdecider/service-kit";
 import { z } from "zod";
 
@@ -91,6 +93,8 @@ export const configSchema = z
      * with sign-in on. See hostPolicy in the service kit.
      */
     TODOS_ALLOWED_HOSTS: allowedHostsSchema().optional(),
+    /** Browser origins allowed to call the API (CORS), a comma list; unset: no CORS headers (off). */
+    TODOS_CORS_ORIGINS: corsOriginsSchema().optional(),
     /** PostgreSQL connection string; when unset the embedded PGlite database in TODOS_DATA_DIR is used. */
     DATABASE_URL: z
       .string()
@@ -111,6 +115,8 @@ export const configSchema = z
     TODOS_LIST_MAX_BYTES: byteSize({ min: LIST_MAX_BYTES_MIN, fallback: DEFAULT_LIST_MAX_BYTES }),
     /** winston level; "silent" turns logging off. */
     LOG_LEVEL: z.enum(LOG_LEVELS).default("info"),
+    /** "json" (one object a line, the default) or "pretty" (one readable line, for development). */
+    LOG_FORMAT: logFormatSchema(),
     /** Milliseconds a client has to send its request headers (then 408 and closed); see the kit's connection-limits.ts. */
     TODOS_HEADERS_TIMEOUT_MS: connectionLimit("headersTimeoutMs"),
     /** Milliseconds a client has to send its whole request, body included (then 408 and closed). */

@@ -1,3 +1,4 @@
+import path from "node:path";
 import {
   createLogger,
   describeError,
@@ -6,11 +7,13 @@ import {
   hostPolicy,
   loadConfig,
   serve,
+  warnUnknownVariables,
 } from "@localdecider/service-kit";
 import { createApp } from "./app";
 import { configSchema } from "./config";
 import { authFromConfig } from "./http/auth";
 import { createTodosMetrics } from "./metrics";
+import { storageStartupError } from "./startup-errors";
 import { openStorage } from "./storage/open-storage";
 
 /**
@@ -19,7 +22,8 @@ import { openStorage } from "./storage/open-storage";
  */
 async function main(): Promise<void> {
   const config = loadConfig(configSchema);
-  const logger = createLogger({ service: "todos", level: config.LOG_LEVEL });
+  const logger = createLogger({ service: "todos", level: config.LOG_LEVEL, format: config.LOG_FORMAT });
+  warnUnknownVariables(logger, configSchema, ["TODOS_"]);
   const auth = authFromConfig(config);
   if (auth === undefined) logger.info("sign-in off: per-user routes are open to anyone who can reach them");
   else {
@@ -39,13 +43,42 @@ async function main(): Promise<void> {
   });
   // Created before storage, which reports query timings and its pool to it.
   const metrics = createTodosMetrics();
+  // Opening PGlite takes seconds (3-8 s on 2 cores): say so, and stop cleanly on a signal meanwhile (once the
+  // database is open, so that it is closed as on any stop, never killed half-written; a second signal exits at
+  // once). The server's own handlers take over once it listens.
+  const storage = config.DATABASE_URL === undefined ? "pglite" : "postgres";
+  let stopSignal: NodeJS.Signals | undefined;
+  const onEarlySignal = (signal: NodeJS.Signals) => {
+    if (stopSignal !== undefined) {
+      logger.warn("second signal while starting: exiting now", { signal });
+      process.exit(1);
+    }
+    stopSignal = signal;
+    logger.info("shutting down", { signal, while: "opening storage" });
+  };
+  process.on("SIGTERM", onEarlySignal);
+  process.on("SIGINT", onEarlySignal);
+  if (storage === "pglite") {
+    logger.info("opening the embedded database (PGlite): this takes a few seconds", {
+      dataDir: path.resolve(config.TODOS_DATA_DIR),
+    });
+  } else {
+    logger.info("connecting to PostgreSQL and applying migrations");
+  }
   const repository = await openStorage({
     onQuery: metrics.onQuery,
     onPool: metrics.watchPool,
     databaseUrl: config.DATABASE_URL,
     dataDir: config.TODOS_DATA_DIR,
     onPoolError: (err) => logger.warn("idle database connection failed", describeError(err)),
+  }).catch((err: unknown) => {
+    throw storageStartupError(err, { databaseUrl: config.DATABASE_URL, dataDir: config.TODOS_DATA_DIR });
   });
+  if (stopSignal !== undefined) {
+    await repository.close();
+    logger.info("stopped");
+    process.exit(0);
+  }
   logger.info("storage ready", { storage: repository.kind });
   const running = await serve(
     createApp({
@@ -54,6 +87,7 @@ async function main(): Promise<void> {
       metrics,
       auth,
       allowedHosts,
+      corsOrigins: config.TODOS_CORS_ORIGINS,
       maxItemsPerUser: config.TODOS_MAX_ITEMS_PER_USER,
       listLimits: { maxItems: config.TODOS_LIST_MAX_ITEMS, maxBytes: config.TODOS_LIST_MAX_BYTES },
     }),
@@ -69,8 +103,17 @@ async function main(): Promise<void> {
         maxConnections: config.TODOS_MAX_CONNECTIONS,
         connectionsCheckingIntervalMs: config.TODOS_TIMEOUT_CHECK_MS,
       },
+      variables: { host: "TODOS_HOST", port: "TODOS_PORT" },
     },
-  );
+  ).catch(async (err: unknown) => {
+    await repository.close();
+    throw err;
+  });
+  // The server's handlers replace the start-up ones before "listening" is said, so that no signal falls
+  // between the two; one that came while the server bound is handed on to them.
+  exitOnSignals(running, logger);
+  process.off("SIGTERM", onEarlySignal);
+  process.off("SIGINT", onEarlySignal);
   logger.info("listening", {
     host: config.TODOS_HOST,
     port: running.port,
@@ -79,11 +122,12 @@ async function main(): Promise<void> {
       authentication: "sign-in on",
     }),
   });
-  exitOnSignals(running, logger);
+  if (stopSignal !== undefined) process.kill(process.pid, stopSignal);
 }
 
 main().catch((err: unknown) => {
-  // Before the logger exists (bad config) or when storage cannot be opened: say why on stderr, exit 1.
-  console.error(err instanceof Error ? err.message : err);
+  // Before the logger exists (bad config), when storage cannot be opened or the port is taken: say why on
+  // stderr, naming the variable and what to do (startup-errors.ts, the kit's listenFailure), and exit 1.
+  process.stderr.write(`todos failed to start: ${describeError(err).error}\n`);
   process.exit(1);
 });

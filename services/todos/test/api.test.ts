@@ -435,6 +435,54 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
     });
   });
 
+  describe("GET /users/:userId/todos/:itemId", () => {
+    it("when the item exists, answers 200 with it: where the create's Location points", async () => {
+      const user = newUser();
+      const res = await request(t.app).post(`/users/${user}/todos`).send({ title: "find me" }).expect(201);
+      const got = await request(t.app)
+        .get(res.headers.location as string)
+        .expect(200);
+      expect(got.body).toStrictEqual(res.body.todoItem);
+    });
+
+    it("when the itemId is in upper case, finds the same item", async () => {
+      const user = newUser();
+      const item = await create(user, { title: "case" });
+      await request(t.app).get(`/users/${user}/todos/${item.id.toUpperCase()}`).expect(200, item);
+    });
+
+    it("when the item was updated, answers its new state", async () => {
+      const user = newUser();
+      const item = await create(user, { title: "before" });
+      const put = await request(t.app).put(`/users/${user}/todos/${item.id}`).send({ completed: true }).expect(200);
+      await request(t.app).get(`/users/${user}/todos/${item.id}`).expect(200, put.body.todoItem);
+    });
+
+    it("when the item belongs to another user, answers 404 and shows nothing of it", async () => {
+      const item = await create(newUser(), { title: "owner's secret" });
+      const res = await request(t.app).get(`/users/${newUser()}/todos/${item.id}`).expect(404);
+      expect(res.body).toStrictEqual(NOT_FOUND);
+    });
+
+    it("when the item was deleted, or the itemId is malformed, answers 404", async () => {
+      const user = newUser();
+      const item = await create(user, { title: "gone" });
+      await request(t.app).delete(`/users/${user}/todos/${item.id}`).expect(200);
+      await request(t.app).get(`/users/${user}/todos/${item.id}`).expect(404, NOT_FOUND);
+      await request(t.app).get(`/users/${user}/todos/nope`).expect(404, NOT_FOUND);
+    });
+
+    it("when the userId is too long, answers 400", async () => {
+      const res = await request(t.app)
+        .get(`/users/${"u".repeat(129)}/todos/${randomUUID()}`)
+        .expect(400);
+      expect(res.body).toStrictEqual({
+        error: "Invalid userId",
+        details: [{ path: "userId", message: "must be 1-128 characters" }],
+      });
+    });
+  });
+
   describe("PUT /users/:userId/todos/:itemId", () => {
     it("when the title changes, answers 200 with the updated item and stores it", async () => {
       const user = newUser();
@@ -599,7 +647,19 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
     it("when no route matches, answers 404 JSON", async () => {
       const res = await request(t.app).get("/nope").expect(404);
       expect(res.body).toStrictEqual({ error: "Not found" });
-      await request(t.app).patch(`/users/${newUser()}/todos`).expect(404, { error: "Not found" });
+      await request(t.app).get("/users//todos").expect(404, { error: "Not found" });
+    });
+
+    it("when the path exists but not for the method (PATCH on a todo), answers 405 with Allow and changes nothing", async () => {
+      const user = newUser();
+      const item = await create(user, { title: "kept" });
+      const res = await request(t.app).patch(`/users/${user}/todos/${item.id}`).send({ title: "patched" }).expect(405);
+      expect(res.headers.allow).toBe("GET, HEAD, PUT, DELETE, OPTIONS");
+      expect(res.body).toStrictEqual({ error: "Method PATCH not allowed on this path" });
+      const onList = await request(t.app).patch(`/users/${user}/todos`).expect(405);
+      expect(onList.headers.allow).toBe("GET, HEAD, POST, OPTIONS");
+      await request(t.app).options(`/users/${user}/todos`).expect(204);
+      expect(await list(user)).toStrictEqual([item]);
       await request(t.app).get("/users//todos").expect(404, { error: "Not found" });
     });
 
@@ -639,6 +699,9 @@ afterAll(() => {
     "GET /ready 200",
     "GET /users/{userId}/todos 200",
     "GET /users/{userId}/todos 400",
+    "GET /users/{userId}/todos/{itemId} 200",
+    "GET /users/{userId}/todos/{itemId} 400",
+    "GET /users/{userId}/todos/{itemId} 404",
     "GET /v1/user/{userId}/todos 200",
     "GET /v1/user/{userId}/todos 400",
     "POST /users/{userId}/todos 201",

@@ -191,6 +191,7 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       const viaRsa = await token(k2, "alice");
       expect((await list(app, "alice", viaRsa).expect(200)).body).toStrictEqual({ todoItems: [item] });
       await request(app).get("/v1/user/alice/todos").set("authorization", `Bearer ${alice}`).expect(200, [item]);
+      await request(app).get(`/users/alice/todos/${item.id}`).set("authorization", `Bearer ${alice}`).expect(200, item);
       const updated = await request(app)
         .put(`/users/alice/todos/${item.id}`)
         .set("authorization", `Bearer ${alice}`)
@@ -315,6 +316,7 @@ describe.each(STORAGE_MODES)("sign-in with a JSON Web Key Set on $name", (mode) 
       const forbidden = { error: AUTH_MESSAGES.forbidden };
       await request(app).get("/users/owner/todos").set("authorization", bob).expect(403, forbidden);
       await request(app).get("/v1/user/owner/todos").set("authorization", bob).expect(403, forbidden);
+      await request(app).get(`/users/owner/todos/${id}`).set("authorization", bob).expect(403, forbidden);
       await request(app)
         .post("/users/owner/todos")
         .set("authorization", bob)
@@ -649,6 +651,7 @@ describe("/openapi.json with sign-in on", () => {
       "GET /health 200 null",
       "GET /ready 200,503 null",
       `GET /users/{userId}/todos 200,400,401,403,500,503 ${bearer}`,
+      `GET /users/{userId}/todos/{itemId} 200,400,401,403,404,500,503 ${bearer}`,
       `GET /v1/user/{userId}/todos 200,400,401,403,500,503 ${bearer}`,
       `POST /users/{userId}/todos 201,400,401,403,409,413,415,500,503 ${bearer}`,
       `PUT /users/{userId}/todos/{itemId} 200,400,401,403,404,413,415,500,503 ${bearer}`,

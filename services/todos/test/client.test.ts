@@ -40,7 +40,7 @@ describe.each(STORAGE_MODES)("createTodosClient against the running service ($na
     await location?.dispose();
   });
 
-  it("creates, pages, updates and deletes a user's items with typed results", async () => {
+  it("creates, pages, reads, updates and deletes a user's items with typed results", async () => {
     const client = createTodosClient({ baseUrl: server.url });
     const userId = "client user/1"; // a space and a slash: the client encodes path parameters
     const first = await client.createTodo({ params: { userId }, body: { title: " Milk " } });
@@ -60,6 +60,7 @@ describe.each(STORAGE_MODES)("createTodosClient against the running service ($na
     const itemId = first.todoItem.id;
     const updated = await client.updateTodo({ params: { userId, itemId }, body: { completed: true } });
     expect(updated.todoItem).toMatchObject({ id: itemId, title: "Milk", completed: true });
+    expect(await client.getTodo({ params: { userId, itemId } })).toStrictEqual(updated.todoItem);
     expect(await client.deleteTodo({ params: { userId, itemId } })).toStrictEqual({
       message: "Todo item deleted successfully",
     });

@@ -14,8 +14,9 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
   // Any non-empty text can be a host or a directory; empty counts as unset (the default).
   TODOS_HOST: [],
   TODOS_PORT: [
-    ["http", {}, "TODOS_PORT: Invalid input: expected number, received NaN"],
-    ["70000", {}, "TODOS_PORT: Too big: expected number to be <=65535"],
+    ["http", {}, 'TODOS_PORT: "http" is not a number: expected a TCP port, a whole number 0-65535 (default 3000)'],
+    ["70000", {}, 'TODOS_PORT: "70000" is out of range: expected a TCP port, a whole number 0-65535 (default 3000)'],
+    ["abc", {}, 'TODOS_PORT: "abc" is not a number: expected a TCP port, a whole number 0-65535 (default 3000)'],
   ],
   TODOS_ALLOWED_HOSTS: [
     [
@@ -29,17 +30,32 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
       'TODOS_ALLOWED_HOSTS: "https://todos.example.com" is not a host name or address: write host names or addresses without scheme or port (todos.example.com, 10.0.0.5, [fd00::1]), .example.com for a domain and every name under it, or * for any host',
     ],
   ],
+  TODOS_CORS_ORIGINS: [
+    [
+      "app.example.com",
+      {},
+      'TODOS_CORS_ORIGINS: "app.example.com" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
+    ],
+  ],
   DATABASE_URL: [["mysql://db/todos", {}, "DATABASE_URL: must be a postgres:// or postgresql:// URL"]],
   TODOS_DATA_DIR: [],
   TODOS_MAX_ITEMS_PER_USER: [
-    ["0", {}, "TODOS_MAX_ITEMS_PER_USER: Too small: expected number to be >=1"],
-    ["1000001", {}, "TODOS_MAX_ITEMS_PER_USER: Too big: expected number to be <=1000000"],
-    ["1.5", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected int, received number"],
-    ["lots", {}, "TODOS_MAX_ITEMS_PER_USER: Invalid input: expected number, received NaN"],
+    ["0", {}, 'TODOS_MAX_ITEMS_PER_USER: "0" is out of range: expected a whole number 1-1000000 (default 10000)'],
+    [
+      "1000001",
+      {},
+      'TODOS_MAX_ITEMS_PER_USER: "1000001" is out of range: expected a whole number 1-1000000 (default 10000)',
+    ],
+    [
+      "1.5",
+      {},
+      'TODOS_MAX_ITEMS_PER_USER: "1.5" is not a whole number: expected a whole number 1-1000000 (default 10000)',
+    ],
+    ["lots", {}, 'TODOS_MAX_ITEMS_PER_USER: "lots" is not a number: expected a whole number 1-1000000 (default 10000)'],
   ],
   TODOS_LIST_MAX_ITEMS: [
-    ["0", {}, "TODOS_LIST_MAX_ITEMS: Too small: expected number to be >=1"],
-    ["100001", {}, "TODOS_LIST_MAX_ITEMS: Too big: expected number to be <=100000"],
+    ["0", {}, 'TODOS_LIST_MAX_ITEMS: "0" is out of range: expected a whole number 1-100000 (default 1000)'],
+    ["100001", {}, 'TODOS_LIST_MAX_ITEMS: "100001" is out of range: expected a whole number 1-100000 (default 1000)'],
   ],
   TODOS_LIST_MAX_BYTES: [
     [
@@ -50,7 +66,11 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ["lots", {}, 'TODOS_LIST_MAX_BYTES: not a size: write it like 512kb, 2mb or 1gb (got "lots")'],
   ],
   TODOS_HEADERS_TIMEOUT_MS: [
-    ["999", {}, "TODOS_HEADERS_TIMEOUT_MS: Too small: expected number to be >=1000"],
+    [
+      "999",
+      {},
+      'TODOS_HEADERS_TIMEOUT_MS: "999" is out of range: expected milliseconds, a whole number 1000-3600000 (default 20000)',
+    ],
     [
       "40000",
       {},
@@ -58,12 +78,34 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
     ],
   ],
   TODOS_REQUEST_TIMEOUT_MS: [
-    ["3600001", {}, "TODOS_REQUEST_TIMEOUT_MS: Too big: expected number to be <=3600000"],
-    ["1m", {}, "TODOS_REQUEST_TIMEOUT_MS: Invalid input: expected number, received NaN"],
+    [
+      "3600001",
+      {},
+      'TODOS_REQUEST_TIMEOUT_MS: "3600001" is out of range: expected milliseconds, a whole number 1000-3600000 (default 30000)',
+    ],
+    [
+      "1m",
+      {},
+      'TODOS_REQUEST_TIMEOUT_MS: "1m" is not a number (write milliseconds as a bare number, no "m"): expected milliseconds, a whole number 1000-3600000 (default 30000)',
+    ],
   ],
-  TODOS_IDLE_TIMEOUT_MS: [["0", {}, "TODOS_IDLE_TIMEOUT_MS: Too small: expected number to be >=1000"]],
-  TODOS_MAX_CONNECTIONS: [["0", {}, "TODOS_MAX_CONNECTIONS: Too small: expected number to be >=1"]],
-  TODOS_TIMEOUT_CHECK_MS: [["60001", {}, "TODOS_TIMEOUT_CHECK_MS: Too big: expected number to be <=60000"]],
+  TODOS_IDLE_TIMEOUT_MS: [
+    [
+      "0",
+      {},
+      'TODOS_IDLE_TIMEOUT_MS: "0" is out of range: expected milliseconds, a whole number 1000-600000 (default 5000)',
+    ],
+  ],
+  TODOS_MAX_CONNECTIONS: [
+    ["0", {}, 'TODOS_MAX_CONNECTIONS: "0" is out of range: expected a whole number 1-1000000 (default 1024)'],
+  ],
+  TODOS_TIMEOUT_CHECK_MS: [
+    [
+      "60001",
+      {},
+      'TODOS_TIMEOUT_CHECK_MS: "60001" is out of range: expected milliseconds, a whole number 100-60000 (default 5000)',
+    ],
+  ],
   LOG_LEVEL: [
     [
       "loud",
@@ -71,6 +113,7 @@ const WRONG: Record<string, [string | undefined, Record<string, string>, string]
       'LOG_LEVEL: Invalid option: expected one of "error"|"warn"|"info"|"http"|"verbose"|"debug"|"silly"|"silent"',
     ],
   ],
+  LOG_FORMAT: [["text", {}, 'LOG_FORMAT: must be "json" or "pretty"']],
   TODOS_AUTH: [
     ["yes", {}, 'TODOS_AUTH: must be "off" or "jwt"'],
     [

@@ -1,9 +1,10 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rename, rm, utimes, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import {
   DataDirLockedError,
   DataDirLockLostError,
@@ -71,7 +72,7 @@ class Contender {
           process.stdin.on("end", () => release().then(() => process.exit(0)));
         },
         (e) => { say(e.name + ": " + e.message); process.exit(0); });`;
-    this.child = spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "pipe"] });
+    this.child = spawnTracked(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "pipe"] });
     this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));
     let partial = "";
     this.child.stdout?.on("data", (chunk: Buffer) => {
@@ -148,7 +149,7 @@ describe("the PGlite data directory lock", () => {
   it("when a second service process starts on a directory in use, it exits 1 naming the directory and the owner, and the first keeps its data", async () => {
     expect(existsSync(MAIN)).toBe(true);
     const env = { ...process.env, TODOS_PORT: "0", TODOS_DATA_DIR: dir, LOG_LEVEL: "info", DATABASE_URL: "" };
-    const first = spawn(process.execPath, [MAIN], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const first = spawnTracked(process.execPath, [MAIN], { env, stdio: ["ignore", "pipe", "pipe"] });
     try {
       const port = await new Promise<number>((resolve, reject) => {
         let out = "";

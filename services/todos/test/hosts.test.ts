@@ -201,3 +201,43 @@ describe("the built service process", () => {
     }
   });
 });
+
+describe.each(STORAGE_MODES)("CORS (TODOS_CORS_ORIGINS), on $name", (mode) => {
+  let location: StorageLocation;
+  let t: TestApp;
+  const APP = "https://app.example.com";
+
+  beforeAll(async () => {
+    location = await mode.locate();
+    t = await buildApp(location.options);
+  });
+
+  afterAll(async () => {
+    await t?.repository.close();
+    await location?.dispose();
+  });
+
+  it("with an origin listed, a page there may preflight and read a create's answer and its Location", async () => {
+    const app = appWith(t.repository, { corsOrigins: [APP] });
+    const preflight = await request(app)
+      .options("/users/alice/todos")
+      .set("origin", APP)
+      .set("access-control-request-method", "POST")
+      .set("access-control-request-headers", "content-type")
+      .expect(204);
+    expect(preflight.headers["access-control-allow-origin"]).toBe(APP);
+    const created = await request(app).post("/users/alice/todos").set("origin", APP).send({ title: "x" }).expect(201);
+    expect(created.headers["access-control-allow-origin"]).toBe(APP);
+    expect(created.headers["access-control-expose-headers"]).toContain("location");
+  });
+
+  it("off by default: no CORS header for any origin, and another origin gets none when one is listed", async () => {
+    const off = await request(appWith(t.repository)).get("/users/alice/todos").set("origin", APP).expect(200);
+    expect(off.headers["access-control-allow-origin"]).toBeUndefined();
+    const other = await request(appWith(t.repository, { corsOrigins: [APP] }))
+      .get("/users/alice/todos")
+      .set("origin", "https://evil.example")
+      .expect(200);
+    expect(other.headers["access-control-allow-origin"]).toBeUndefined();
+  });
+});

@@ -95,7 +95,7 @@ describe("GET /openapi.json and GET /docs", () => {
   it("serves the interactive reference at /docs from this server only", async () => {
     const res = await request(app().app).get("/docs").expect(200);
     expect(res.headers["content-type"]).toMatch(/^text\/html/);
-    expect(res.text).toContain('<script src="/docs/init.js"></script>');
-    expect((await request(app().app).get("/docs/init.js").expect(200)).text).toContain('url: "/openapi.json"');
+    expect(res.text).toContain('<script src="docs/init.js"></script>');
+    expect((await request(app().app).get("/docs/init.js").expect(200)).text).toContain('url: "openapi.json"');
   });
 });

@@ -13,6 +13,7 @@ describe("the route contracts as an OpenAPI document", () => {
     expect(operations.sort()).toStrictEqual([
       "createTodo POST /users/{userId}/todos 201,400,409,413,415,500",
       "deleteTodo DELETE /users/{userId}/todos/{itemId} 200,400,404,500",
+      "getTodo GET /users/{userId}/todos/{itemId} 200,400,404,500",
       "health GET /health 200",
       "listTodos GET /users/{userId}/todos 200,400,500",
       "listTodosV1 GET /v1/user/{userId}/todos 200,400,500",
@@ -59,6 +60,7 @@ describe("the route contracts as an OpenAPI document", () => {
       "GET /health 200",
       "GET /ready 200,503",
       "GET /users/{userId}/todos 200,400,421,500",
+      "GET /users/{userId}/todos/{itemId} 200,400,404,421,500",
       "GET /v1/user/{userId}/todos 200,400,421,500",
       "POST /users/{userId}/todos 201,400,409,413,415,421,500",
       "PUT /users/{userId}/todos/{itemId} 200,400,404,413,415,421,500",

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
@@ -6,6 +6,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import { spawnTracked } from "@localdecider/test-env/processes";
+import { type RedisPrograms, redisProgramsFromEnv } from "@localdecider/test-env/redis";
 import { type FakeModelServer, startFakeModelServer } from "../src/fake-model-server";
 import { interpolate, loadCompose, mergeCompose, REPO_ROOT } from "../src/repo";
 
@@ -14,7 +16,8 @@ import { interpolate, loadCompose, mergeCompose, REPO_ROOT } from "../src/repo";
 // compose's interpolation and a REDIS_PASSWORD as .env would give it, through `sh` on a loopback port of the
 // test's own (the machine's Redis at 6379 stays untouched); and the built decider with the
 // LOCALDECIDER_REDIS_URL compose gives it, its host `redis` read as that port, in front of a fake model server.
-// Needs redis-server and redis-cli, as the decider's shared-limit suites do.
+// redis-server and redis-cli are the ones the global setup found (the machine's, or Debian's packages:
+// test/setup/global.ts), put first on PATH as the container's would be.
 const run = promisify(execFile);
 const stack = mergeCompose(loadCompose("docker-compose.yml"), loadCompose("docker/compose.scale.yml"));
 const redisService = stack.services.redis;
@@ -51,14 +54,20 @@ async function stop(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
+/** PATH and library path under which `redis-server` and `redis-cli` are the prepared programs. */
+function programsEnv(programs: RedisPrograms): Record<string, string> {
+  return { PATH: `${programs.binDir}${path.delimiter}${process.env.PATH ?? ""}`, ...programs.env };
+}
+
 /** The redis service's command as compose runs it (the image's entrypoint execs it), on a port of the test's. */
-async function startComposeRedis(env: Record<string, string>, port: number, dir: string) {
+async function startComposeRedis(env: Record<string, string>, port: number, dir: string, programs: RedisPrograms) {
   const [command, ...args] = (redisService?.command ?? []).map((arg) => interpolate(arg, env));
   expect(command).toBe("sh");
   // Later options win: the test's port on loopback only, instead of 6379 on every interface.
-  const child = spawn(String(command), [...args, "--port", String(port), "--bind", "127.0.0.1"], {
+  const child = spawnTracked(String(command), [...args, "--port", String(port), "--bind", "127.0.0.1"], {
     cwd: dir,
-    env: { PATH: process.env.PATH, ...containerEnv(env) },
+    group: true,
+    env: { ...programsEnv(programs), ...containerEnv(env) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -87,12 +96,16 @@ function containerEnv(env: Record<string, string>): Record<string, string> {
 }
 
 /** The healthcheck's CMD-SHELL line run in the redis container's environment, pointed at the test's port. */
-async function healthcheck(containerEnvironment: Record<string, string>, port: number): Promise<number> {
+async function healthcheck(
+  containerEnvironment: Record<string, string>,
+  port: number,
+  programs: RedisPrograms,
+): Promise<number> {
   const test = redisService?.healthcheck?.test ?? [];
   expect(test[0]).toBe("CMD-SHELL");
   // Compose turns $$ into $; the container's shell expands the rest.
   const line = interpolate(String(test[1]), {}).replace("redis-cli", `redis-cli -p ${port}`);
-  return run("sh", ["-c", line], { env: { PATH: process.env.PATH, ...containerEnvironment } }).then(
+  return run("sh", ["-c", line], { env: { ...programsEnv(programs), ...containerEnvironment } }).then(
     () => 0,
     (err: { code?: number }) => err.code ?? 1,
   );
@@ -100,7 +113,7 @@ async function healthcheck(containerEnvironment: Record<string, string>, port: n
 
 /** The built decider (dist/main.js) with compose's environment for it, its stdout and stderr kept whole. */
 async function startDecider(redisUrl: string, upstream: FakeModelServer) {
-  const child = spawn(process.execPath, [DECIDER_MAIN], {
+  const child = spawnTracked(process.execPath, [DECIDER_MAIN], {
     env: {
       PATH: process.env.PATH,
       LOCALDECIDER_HOST: "127.0.0.1",
@@ -151,11 +164,13 @@ describe("the scaled-out stack's Redis, started from its compose command", () =>
   let port: number;
   let redis: Awaited<ReturnType<typeof startComposeRedis>>;
   let upstream: FakeModelServer;
+  let programs: RedisPrograms;
 
   beforeAll(async () => {
+    programs = redisProgramsFromEnv();
     dir = await mkdtemp(path.join(tmpdir(), "localdecider-compose-redis-"));
     port = await freePort();
-    redis = await startComposeRedis(dotEnv, port, dir);
+    redis = await startComposeRedis(dotEnv, port, dir, programs);
     upstream = await startFakeModelServer();
   });
 
@@ -167,7 +182,7 @@ describe("the scaled-out stack's Redis, started from its compose command", () =>
 
   it("refuses a client without the password (NOAUTH) and one with another password; answers the password", async () => {
     const cli = (extra: Record<string, string>) =>
-      run("redis-cli", ["-p", String(port), "ping"], { env: { PATH: process.env.PATH, ...extra } }).then(
+      run("redis-cli", ["-p", String(port), "ping"], { env: { ...programsEnv(programs), ...extra } }).then(
         (r) => `${r.stdout}${r.stderr}`,
       );
     expect(await cli({})).toMatch(/^NOAUTH Authentication required/);
@@ -179,9 +194,9 @@ describe("the scaled-out stack's Redis, started from its compose command", () =>
   });
 
   it("passes its healthcheck with the container's environment, and fails it without the password or with another", async () => {
-    expect(await healthcheck(containerEnv(dotEnv), port)).toBe(0);
-    expect(await healthcheck({}, port)).toBe(1);
-    expect(await healthcheck({ REDIS_PASSWORD: "not-the-password" }, port)).toBe(1);
+    expect(await healthcheck(containerEnv(dotEnv), port, programs)).toBe(0);
+    expect(await healthcheck({}, port, programs)).toBe(1);
+    expect(await healthcheck({ REDIS_PASSWORD: "not-the-password" }, port, programs)).toBe(1);
   });
 
   it("a decider with compose's URL reaches it (/ready 200), and no line it writes holds the password", async () => {

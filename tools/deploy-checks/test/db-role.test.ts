@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { promisify } from "node:util";
+import { psqlFromEnv } from "@localdecider/test-env/psql";
 import { interpolate, loadCompose, repoPath } from "../src/repo";
 
 // Least privilege for todos in compose (issue 24, point 10): todos connects as a role of its own that owns
@@ -19,11 +20,17 @@ const ROLE = `todos_role_${suffix}`;
 const DB = `todos_db_${suffix}`;
 const OLD_DB = `todos_old_${suffix}`;
 
-/** A database URL of the machine's server: another database, or another role. */
+/** The role's password as setUp gives it by default (a server with password auth checks it). */
+const ROLE_PASSWORD = "first-password";
+
+/** A database URL of the test's server: another database, or another role (with the role's password). */
 function urlFor(database: string, user?: string): string {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
-  if (user !== undefined) url.username = user;
+  if (user !== undefined) {
+    url.username = user;
+    url.password = ROLE_PASSWORD;
+  }
   return url.toString();
 }
 
@@ -32,11 +39,13 @@ async function psql(url: string, input: { sql?: string; file?: string }, env: No
   const args = ["--no-psqlrc", "-v", "ON_ERROR_STOP=1", "-At", url];
   if (input.sql !== undefined) args.push("-c", input.sql);
   if (input.file !== undefined) args.push("-f", input.file);
-  return (await run("psql", args, { env: { ...process.env, ...env } })).stdout.trim();
+  // psql from the global setup: the machine's, or Debian's unpacked client (test/setup/global.ts).
+  const found = psqlFromEnv();
+  return (await run(found.psql, args, { env: { ...process.env, ...found.env, ...env } })).stdout.trim();
 }
 
 /** What db-setup runs, as it runs it: the superuser, the role, password and database from the environment. */
-function setUp(database: string, password = "first-password", user = ROLE) {
+function setUp(database: string, password = ROLE_PASSWORD, user = ROLE) {
   return psql(
     ADMIN_URL,
     { file: SCRIPT },

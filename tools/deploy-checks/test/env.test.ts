@@ -123,9 +123,9 @@ describe("docker-compose.yml against the services' config schemas", () => {
     }
   });
 
-  it("agrees between the services on a variable they share (LOG_LEVEL)", () => {
+  it("agrees between the services on the variables they share (LOG_LEVEL, LOG_FORMAT)", () => {
     const shared = Object.keys(schemas.todos.shape).filter((name) => name in schemas.decider.shape);
-    expect(shared).toStrictEqual(["LOG_LEVEL"]);
+    expect(shared).toStrictEqual(["LOG_LEVEL", "LOG_FORMAT"]);
     for (const name of shared) expect(envDefault(schemas.todos, name)).toBe(envDefault(schemas.decider, name));
   });
 });

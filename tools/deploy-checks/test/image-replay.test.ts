@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import { cp, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import { deployCommand, type RuntimeStage, runtimeStage } from "../src/dockerfile";
 import { type FakeModelServer, startFakeModelServer } from "../src/fake-model-server";
 import { REPO_ROOT, readRepoFile } from "../src/repo";
@@ -87,7 +88,7 @@ async function start(stage: RuntimeStage, app: string, env: NodeJS.ProcessEnv, p
       ? {}
       : { NODE_OPTIONS: `--require ${path.join(watch, "watcher.js")}`, LOADED_MODULES_DIR: watch };
   if (watch !== undefined) await writeFile(path.join(watch, "watcher.js"), MODULES_WATCHER);
-  const child = spawn(process.execPath, args, {
+  const child = spawnTracked(process.execPath, args, {
     cwd: app,
     env: { ...env, ...watching },
     stdio: ["ignore", "ignore", "pipe"],

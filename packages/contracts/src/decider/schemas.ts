@@ -408,6 +408,7 @@ export const DECIDER_ERROR_STATUS = {
   request_aborted: 400,
   unauthorized: 401,
   not_found: 404,
+  method_not_allowed: 405,
   payload_too_large: 413,
   too_many_questions: 413,
   unsupported_media_type: 415,

@@ -5,6 +5,7 @@ import {
   ItemParams,
   TODO_MESSAGES,
   TodoDeleteResponse,
+  TodoItem,
   TodoListQuery,
   TodoListResponse,
   TodoListV1Response,
@@ -131,6 +132,19 @@ export const todosRoutes = defineRoutes(
         409: error(
           "The user's list already holds the most items the service allows (TODOS_MAX_ITEMS_PER_USER, 10,000 by default): nothing was created; delete items first",
         ),
+      },
+    },
+    getTodo: {
+      method: "get",
+      path: "/users/:userId/todos/:itemId",
+      summary: "One of the user's items: where a create's `Location` header points.",
+      auth: "bearer",
+      params: ItemParams,
+      responses: {
+        200: { description: "The item", schema: TodoItem },
+        400: BAD_USER,
+        404: NOT_FOUND,
+        500: INTERNAL,
       },
     },
     updateTodo: {

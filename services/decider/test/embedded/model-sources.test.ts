@@ -1,7 +1,7 @@
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
 import { type ModelSource, parseModelSource } from "../../src/engine/model-source";
 import { tinyModelPath } from "../engine/tiny-model";
@@ -39,7 +39,7 @@ afterEach(async () => {
 
 /** The built service with this environment, which must stop at once: its exit code and stderr. */
 function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawnTracked(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });

@@ -1,7 +1,9 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { selfSignedCertificate as makeCertificate } from "@localdecider/test-env/certificate";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import { stopProcess } from "../engine/backends";
 import { tinyModelPath } from "../engine/tiny-model";
 import { waitFor } from "../helpers";
@@ -46,7 +48,7 @@ describe("the built service on its embedded engine", () => {
 
   /** Starts dist/main.js with the embedded engine on `model` and waits until it listens. */
   async function startService(model: string, env: NodeJS.ProcessEnv = {}): Promise<Service> {
-    const child = spawn(process.execPath, [MAIN], {
+    const child = spawnTracked(process.execPath, [MAIN], {
       env: {
         PATH: process.env.PATH,
         LOCALDECIDER_PORT: "0",
@@ -185,17 +187,10 @@ describe("the built service on its embedded engine", () => {
   });
 });
 
-/** A throwaway certificate for 127.0.0.1, made with the openssl command line tool. */
+/** A throwaway certificate for 127.0.0.1 (node:crypto, no openssl command), its PEM also written to a file. */
 function selfSignedCertificate(dir: string): { key: string; cert: string; certFile: string } {
-  const keyFile = path.join(dir, "key.pem");
+  const { key, cert } = makeCertificate({ ipAddresses: ["127.0.0.1"] });
   const certFile = path.join(dir, "cert.pem");
-  execFileSync(
-    "openssl",
-    [
-      ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"],
-      ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", keyFile, "-out", certFile],
-    ].flat(),
-    { stdio: "ignore" },
-  );
-  return { key: fs.readFileSync(keyFile, "utf8"), cert: fs.readFileSync(certFile, "utf8"), certFile };
+  fs.writeFileSync(certFile, cert);
+  return { key, cert, certFile };
 }

@@ -1,6 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import path from "node:path";
+import { spawnTracked } from "@localdecider/test-env/processes";
 import type { TinyEngine } from "./engine";
 import { type ChatMessage, EngineUpstream, renderChatML } from "./engine-upstream";
 
@@ -52,7 +53,7 @@ export async function llamaServerBackend(
   const port = await freePort();
   // Without --alias the server lists the path it was given.
   const model = path.basename(modelFile);
-  const child: ChildProcess = spawn(
+  const child: ChildProcess = spawnTracked(
     bin,
     [
       "-m",

@@ -1,7 +1,7 @@
 import Redis from "ioredis";
 import { FakeUpstream } from "../fake-upstream/server";
 import { waitFor } from "../helpers";
-import { allReady, DeciderProcess, decide, env, MACHINE_REDIS, testPrefix } from "./processes";
+import { allReady, DeciderProcess, decide, env, TEST_REDIS, testPrefix } from "./processes";
 
 /**
  * A replica stopped cleanly (SIGTERM) leaves nothing of its own in Redis, and takes nothing of the others':
@@ -19,7 +19,7 @@ describe("a replica stopped with SIGTERM", () => {
   let redis: Redis;
   let deciders: DeciderProcess[] = [];
   beforeAll(() => {
-    redis = new Redis(MACHINE_REDIS, { maxRetriesPerRequest: 1 });
+    redis = new Redis(TEST_REDIS, { maxRetriesPerRequest: 1 });
   });
   afterAll(() => {
     redis.disconnect();
@@ -53,7 +53,7 @@ describe("a replica stopped with SIGTERM", () => {
 
   it("removes its lease, counts and pins and leaves the other replica's; the last one out leaves no key", async () => {
     const prefix = testPrefix();
-    const replicaEnv = { ...env(upstream, MACHINE_REDIS, prefix, { inflight: 2, queue: 8 }) };
+    const replicaEnv = { ...env(upstream, TEST_REDIS, prefix, { inflight: 2, queue: 8 }) };
     replicaEnv.LOCALDECIDER_REDIS_LEASE_MS = LONG_LEASE;
     deciders = await allReady(
       await Promise.all([new DeciderProcess(replicaEnv).start(), new DeciderProcess(replicaEnv).start()]),

@@ -1,12 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { spawnTracked } from "@localdecider/test-env/processes";
+import { redisProgramsFromEnv, type StartedRedis, startRedis } from "@localdecider/test-env/redis";
 import Redis from "ioredis";
 import { stopProcess } from "../engine/backends";
-import { waitFor } from "../helpers";
+import { TEST_REDIS, waitFor } from "../helpers";
 
 export { freePort } from "../engine/backends";
+export { TEST_REDIS } from "../helpers";
 
 const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
 
@@ -24,7 +27,7 @@ export class DeciderProcess {
 
   async start(): Promise<this> {
     if (!fs.existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`pnpm build\` first`);
-    const child = spawn(process.execPath, [...this.nodeArgs, MAIN], {
+    const child = spawnTracked(process.execPath, [...this.nodeArgs, MAIN], {
       env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", LOG_LEVEL: "info", ...this.env },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -59,9 +62,12 @@ export class DeciderProcess {
   }
 }
 
-/** A redis-server of the test's own on a loopback port, keeping nothing on disk (the machine's is untouched). */
+/**
+ * A redis-server of the test's own on a loopback port, keeping nothing on disk (the shared one is untouched):
+ * the program the global setup found (the machine's, or Debian's packages; test/setup/redis.ts).
+ */
 export class OwnRedis {
-  private child: ChildProcess | undefined;
+  private started: StartedRedis | undefined;
   constructor(readonly port: number) {}
 
   get url(): string {
@@ -69,22 +75,11 @@ export class OwnRedis {
   }
 
   async start(): Promise<void> {
-    const child = spawn(
-      "redis-server",
-      ["--port", String(this.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", "/tmp"],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    this.child = child;
-    let out = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      out += chunk.toString("utf8");
-    });
-    await waitFor(() => /Ready to accept connections/.test(out) || child.exitCode !== null, "redis-server ready");
-    if (child.exitCode !== null) throw new Error(`redis-server exited: ${out}`);
+    this.started = await startRedis(redisProgramsFromEnv(), { port: this.port });
   }
 
   async stop(): Promise<void> {
-    if (this.child !== undefined) await stopProcess(this.child);
+    await this.started?.stop();
   }
 }
 
@@ -142,7 +137,6 @@ export async function allReady(deciders: DeciderProcess[]): Promise<DeciderProce
   return deciders;
 }
 
-export const MACHINE_REDIS = "redis://127.0.0.1:6379";
 /** The replicas' lease in these tests: short, so that a killed one's reservations go quickly. */
 export const LEASE_MS = 1500;
 
@@ -201,7 +195,7 @@ export async function startReplicas(
   limits: { inflight: number; queue: number },
 ): Promise<DeciderProcess[]> {
   const started = await Promise.all(
-    Array.from({ length: count }, () => new DeciderProcess(env(upstream, MACHINE_REDIS, prefix, limits)).start()),
+    Array.from({ length: count }, () => new DeciderProcess(env(upstream, TEST_REDIS, prefix, limits)).start()),
   );
   return allReady(started);
 }

@@ -2,10 +2,10 @@ import { createLogger } from "@localdecider/service-kit";
 import Redis from "ioredis";
 import { RedisLimits, type RedisLimitsOptions } from "../../src/limits/redis-limits";
 import { AbortedError, LimiterUnavailableError } from "../../src/limits/types";
-import { MACHINE_REDIS } from "../helpers";
+import { TEST_REDIS } from "../helpers";
 import { freePort, OwnRedis, sharedPins, sharedTotals, testPrefix } from "./processes";
 
-/** RedisLimits of two "replicas" in one process, against the machine's Redis, each test under its own prefix. */
+/** RedisLimits of two "replicas" in one process, against the test run's Redis (TEST_REDIS), each test under its own prefix. */
 
 const SERVER = "http://model:8081";
 const logger = createLogger({ service: "decider-test", level: "silent" });
@@ -17,7 +17,7 @@ async function replicas(count: number, options: Partial<RedisLimitsOptions>): Pr
     { length: count },
     () =>
       new RedisLimits({
-        url: MACHINE_REDIS,
+        url: TEST_REDIS,
         prefix,
         maxInflight: 2,
         maxQueue: 10,
@@ -29,7 +29,7 @@ async function replicas(count: number, options: Partial<RedisLimitsOptions>): Pr
   opened.push(...made);
   for (const limits of made) {
     for (let i = 0; (await limits.unavailable()) !== undefined; i++) {
-      if (i === 200) throw new Error("the machine's Redis does not answer");
+      if (i === 200) throw new Error(`the test run's Redis (${TEST_REDIS}) does not answer`);
       await new Promise((r) => setTimeout(r, 10));
     }
   }
@@ -57,7 +57,7 @@ const signal = () => new AbortController().signal;
 const prefixOf = (limits: RedisLimits) => (limits as unknown as { options: RedisLimitsOptions }).options.prefix;
 
 /** What Redis holds for all replicas under a prefix: queued calls and running slots (all on SERVER here). */
-const totals = (prefix: string) => sharedTotals(MACHINE_REDIS, prefix);
+const totals = (prefix: string) => sharedTotals(TEST_REDIS, prefix);
 
 /** Asks `limits` for a slot of SERVER (or every slot, alone), never cancelled unless told; its number. */
 function slot(limits: RedisLimits, options: { alone?: boolean; signal?: AbortSignal } = {}): Promise<number> {
@@ -68,7 +68,7 @@ const beat = (limits: RedisLimits) => (limits as unknown as { beat(): Promise<vo
 
 /** The slot numbers Redis holds as pinned on SERVER. */
 const pins = async (prefix: string) =>
-  (await sharedPins(MACHINE_REDIS, prefix)).map((field) => Number(field.slice(SERVER.length + 1)));
+  (await sharedPins(TEST_REDIS, prefix)).map((field) => Number(field.slice(SERVER.length + 1)));
 
 afterEach(async () => {
   await Promise.all(opened.map((l) => l.close()));
@@ -203,7 +203,7 @@ describe("RedisLimits", () => {
     await slot(a);
     const lone = slot(b, { alone: true });
     expect(await settled(lone)).toBe(false);
-    const redis = new Redis(MACHINE_REDIS, { maxRetriesPerRequest: 1 });
+    const redis = new Redis(TEST_REDIS, { maxRetriesPerRequest: 1 });
     try {
       expect(await redis.exists(`${prefix}alone:${SERVER}`)).toBe(1);
       await b.close();

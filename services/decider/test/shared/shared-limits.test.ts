@@ -9,12 +9,12 @@ import {
   env,
   freePort,
   LEASE_MS,
-  MACHINE_REDIS,
   OwnRedis,
   type Reply,
   readyOf,
   sharedTotals,
   startReplicas,
+  TEST_REDIS,
   testPrefix,
   track,
 } from "./processes";
@@ -32,7 +32,7 @@ describe("deciders sharing limits through Redis", () => {
   let deciders: DeciderProcess[] = [];
   let redis: Redis;
   beforeAll(async () => {
-    redis = new Redis(MACHINE_REDIS, { maxRetriesPerRequest: 1 });
+    redis = new Redis(TEST_REDIS, { maxRetriesPerRequest: 1 });
   });
   beforeEach(async () => {
     fake = new FakeUpstream();
@@ -50,7 +50,7 @@ describe("deciders sharing limits through Redis", () => {
 
   it("without LOCALDECIDER_REDIS_URL, no Redis client is loaded and the limits are the process's own", async () => {
     const report = path.join(__dirname, "report-modules.cjs");
-    const plain = env(upstream, MACHINE_REDIS, testPrefix(), { inflight: 1, queue: 1 });
+    const plain = env(upstream, TEST_REDIS, testPrefix(), { inflight: 1, queue: 1 });
     const { LOCALDECIDER_REDIS_URL: _url, ...withoutRedis } = plain;
     const alone = await new DeciderProcess(withoutRedis, ["--require", report]).start();
     const shared = await new DeciderProcess(plain, ["--require", report]).start();
@@ -220,10 +220,10 @@ describe("deciders sharing limits through Redis, in front of two model servers",
     expect(a.maxInflight).toBeLessThanOrEqual(limits.inflight);
     expect(b.maxInflight).toBeLessThanOrEqual(limits.inflight);
     // Everything handed back across the move: Redis counts nothing queued and nothing running.
-    let held = await sharedTotals(MACHINE_REDIS, prefix);
+    let held = await sharedTotals(TEST_REDIS, prefix);
     for (let i = 0; i < 100 && (held.queued !== 0 || held.running !== 0); i++) {
       await new Promise((r) => setTimeout(r, 20));
-      held = await sharedTotals(MACHINE_REDIS, prefix);
+      held = await sharedTotals(TEST_REDIS, prefix);
     }
     expect(held).toStrictEqual({ queued: 0, running: 0 });
     for (const d of deciders) {
@@ -247,7 +247,7 @@ describe("deciders sharing limits through Redis, in front of two model servers",
   });
 });
 
-async function waitForSharedQueue(prefix: string, count: number, url = MACHINE_REDIS): Promise<void> {
+async function waitForSharedQueue(prefix: string, count: number, url = TEST_REDIS): Promise<void> {
   let queued = -1;
   for (let i = 0; i < 400 && queued !== count; i++) {
     queued = (await sharedTotals(url, prefix)).queued;

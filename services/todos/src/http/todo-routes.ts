@@ -73,6 +73,11 @@ export function todoHandlers(
         headers: { Location: `/users/${encodeURIComponent(params.userId)}/todos/${created.id}` },
       };
     },
+    getTodo: async ({ params }) => {
+      const record = await repository.get(params.userId, itemIdOf(params.itemId));
+      if (record === undefined) throw new AppError(404, TODO_MESSAGES.notFound);
+      return { status: 200, body: toItem(record) };
+    },
     updateTodo: async ({ params, body }) => {
       const updated = await repository.update(params.userId, itemIdOf(params.itemId), body);
       if (updated === undefined) throw new AppError(404, TODO_MESSAGES.notFound);

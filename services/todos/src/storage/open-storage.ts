@@ -7,6 +7,7 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client";
 import { lockDataDir } from "./data-dir-lock";
 import { loadMigrations, type MigrationConnection, migrate, noteCleanupFailure } from "./migrate";
+import { initialisePgliteDir } from "./pglite-initdb";
 import { PrismaTodoRepository } from "./prisma-repository";
 import type { QueryObserver, TodoRepository } from "./repository";
 import { connectShared } from "./shared-adapter";
@@ -110,6 +111,7 @@ async function openPglite(options: StorageOptions): Promise<TodoRepository> {
   const unlock = await lockDataDir(dataDir);
   let db: PGlite | undefined;
   try {
+    await initialisePgliteDir(dataDir);
     db = await PGlite.create(dataDir);
     await migratePglite(db);
   } catch (err) {

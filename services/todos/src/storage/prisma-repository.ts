@@ -141,6 +141,14 @@ export class PrismaTodoRepository implements TodoRepository {
     });
   }
 
+  async get(userId: string, id: string): Promise<TodoRecord | undefined> {
+    // Scoped by id AND owner, like update and delete: another user's item is simply not there.
+    const row = await this.timed("todoItem.findFirst", () =>
+      this.prisma.todoItem.findFirst({ where: { id, userId }, select: columns }),
+    );
+    return row ?? undefined;
+  }
+
   async update(userId: string, id: string, patch: TodoPatch): Promise<TodoRecord | undefined> {
     // One statement scoped by id AND owner: another user's item matches nothing and is left untouched,
     // with no window between a read and a write.

@@ -54,6 +54,8 @@ export interface TodoRepository {
    * then. Decided in the database under a per-user lock, so concurrent creates never exceed `maxItems`.
    */
   create(userId: string, todo: NewTodo, maxItems: number): Promise<TodoRecord | undefined>;
+  /** The user's item with that id, or undefined when the user has none (another user's item included). */
+  get(userId: string, id: string): Promise<TodoRecord | undefined>;
   /** The updated item, or undefined when the user has no item with that id (nothing is changed then). */
   update(userId: string, id: string, patch: TodoPatch): Promise<TodoRecord | undefined>;
   /** Whether an item was deleted. */

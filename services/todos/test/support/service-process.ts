@@ -1,5 +1,6 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import path from "node:path";
+import { spawnTracked } from "@localdecider/test-env/processes";
 
 /** The built service as a real process (dist/main.js, built by `pnpm test` before Jest runs). */
 export const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
@@ -24,7 +25,7 @@ export interface RunningService {
  * first). Every JSON log line it writes on stdout is kept in `lines`.
  */
 export async function startService(env: NodeJS.ProcessEnv): Promise<RunningService> {
-  const child = spawn(process.execPath, [MAIN], { env, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawnTracked(process.execPath, [MAIN], { env, stdio: ["ignore", "pipe", "inherit"] });
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   const lines: Record<string, unknown>[] = [];
   const waiters: { message: string; resolve: (line: Record<string, unknown>) => void }[] = [];

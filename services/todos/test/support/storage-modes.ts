@@ -74,7 +74,7 @@ export async function buildApp(options: StorageOptions): Promise<TestApp> {
  */
 export function appWith(
   repository: TodoRepository,
-  deps: Partial<Pick<AppDeps, "auth" | "allowedHosts" | "maxItemsPerUser" | "listLimits">> = {},
+  deps: Partial<Pick<AppDeps, "auth" | "allowedHosts" | "maxItemsPerUser" | "listLimits" | "corsOrigins">> = {},
 ): Express {
   const allowedHosts = "allowedHosts" in deps ? deps.allowedHosts : defaultHosts(deps.auth);
   const hostCheck = allowedHosts !== undefined;
@@ -85,6 +85,7 @@ export function appWith(
     allowedHosts,
     ...(deps.maxItemsPerUser === undefined ? {} : { maxItemsPerUser: deps.maxItemsPerUser }),
     ...(deps.listLimits === undefined ? {} : { listLimits: deps.listLimits }),
+    corsOrigins: deps.corsOrigins,
     hooks: { beforeRoutes: (a) => a.use(recorderFor(() => todosOpenApi({ auth: deps.auth, hostCheck }))) },
   });
 }
