@@ -46,7 +46,7 @@ const READING: Reading = { literals: ['"'], whitespaceFirst: true };
  * the kernel: llama.cpp's CUDA build sums F16 weights' products in F16 through cuBLAS for batches over 16
  * tokens and in F32 for smaller ones, which can move a logprob by hundredths (a random-weight model of
  * Qwen2.5 1.5B's shape on an H100 moved one by more than 0.01, the bound before, so its prompts were not
- * packed; vLLM's own half-precision tests allow 0.01 + 1 % of the value). On a CPU they differ by less (0
+ * packed; vLLM's own half-precision tests allow 0.01 + 1 % of the value). On a CPU they differ by less (4e-6
  * on the tests' tiny model, 3e-4 on the 1.5B-shaped one). What the checks are there to catch moves them by
  * far more: a prompt read otherwise (a token more or less, another position, a template's other rendering)
  * changes what the model conditions on, and a distribution reported after sampling changes with the
