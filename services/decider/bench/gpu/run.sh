@@ -17,7 +17,7 @@
 # The reduced form, on a CPU (proves the script before a GPU run): GPU_RUN_CPU=1 SHAPES=small
 #   BENCH_PARALLEL=4 BENCH_QUESTIONS=1,16 BENCH_REQUESTS=1 [LLAMA_SERVER_BIN=<a built llama-server>] run.sh
 # (with LLAMA_SERVER_BIN set, the build step only unpacks; without it, it builds for the CPU: ~10 min on 2 cores);
-# or the short call on the 1.5B file (~10 min on 2 cores): GPU_RUN_CPU=1 BENCH_PARALLEL=4 BENCH_QUESTIONS=16
+# or the short call on the 1.5B file (5-9 min on 2 cores): GPU_RUN_CPU=1 BENCH_PARALLEL=4 BENCH_QUESTIONS=16
 #   LLAMA_BENCH_FLAGS="--cache-ram 0 -t 2" LLAMA_SERVER_BIN=<a built llama-server> run.sh short
 set -euo pipefail
 
