@@ -12,16 +12,20 @@
  *
  * Every request brings a state of its own (a unified diff of about 1,600 tokens), so none finds another's
  * prompt cached; each round runs the four in a rotated order, so load from elsewhere falls on all of them.
- * Then throughput: 8 clients sending 16-question requests at once against `--parallel 4`, beside one client.
+ * With BENCH_THROUGHPUT=1, then throughput: 8 clients sending 16-question requests at once against
+ * `--parallel 4`, beside one client.
  *
  * Needs LLAMA_SERVER_BIN (a llama-server binary; never part of the repository). LLAMA_BENCH_MODEL: a GGUF
  * (default: the engine tests' tiny answering model, where times mean little but token counts are exact);
  * LLAMA_BENCH_FLAGS: more server flags (default: those docker-compose.yml runs the model server with);
  * BENCH_PARALLEL, BENCH_QUESTIONS: comma lists; BENCH_REQUESTS: requests per row and way (default 5, after a
- * warm-up); BENCH_READY_S: seconds a server may take to load its model (default 60).
+ * warm-up); BENCH_READY_S: seconds a server may take to load its model (default 60); BENCH_LOG_DIR: a folder
+ * that gets each server's and each decider's whole log (the deciders at LOG_LEVEL=info: their start-up
+ * check's lines, no line per request). The start-up check's lines of this process go to stderr.
  * Run: LLAMA_SERVER_BIN=… pnpm --filter @localdecider/decider bench:llama-server
  */
 import type { ChildProcess } from "node:child_process";
+import path from "node:path";
 import type { TextQuestion } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
 import { packPrompts, partsOf, planRequest } from "../src/decide/plan";
@@ -43,6 +47,9 @@ const PARALLEL = list(process.env.BENCH_PARALLEL, [1, 4, 16]);
 const SIZES = list(process.env.BENCH_QUESTIONS, [1, 16, 100]);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 5);
 const READY_MS = Number(process.env.BENCH_READY_S ?? 60) * 1000;
+const THROUGHPUT = process.env.BENCH_THROUGHPUT === "1";
+const LOG_DIR = process.env.BENCH_LOG_DIR;
+const logFile = (name: string) => (LOG_DIR === undefined ? undefined : path.join(LOG_DIR, name));
 /** The flags docker-compose.yml gives the model server (see its comments), unless told otherwise. */
 const FLAGS = (process.env.LLAMA_BENCH_FLAGS ?? "--cache-ram 0").split(" ").filter((f) => f !== "");
 /** Tokens of context per slot: the floor's prompt at 100 questions (about 8,500 here), with room to spare. */
@@ -152,6 +159,14 @@ async function checkedUpstream(server: ProcessBackend, parallel: number): Promis
   const baseURL = `${server.url}/v1`;
   const options = { baseURL, model: server.model, authorization: undefined, timeoutMs: 600_000 };
   const upstream = new OpenAIUpstream(options);
+  // The check's lines (the server's kind and slots, whether prompts are packed and why) on stderr.
+  const logger = createLogger({ service: "bench", level: "info" });
+  for (const t of logger.transports) t.silent = true;
+  let notPacked: unknown;
+  logger.on("data", (info: { message: string; reason?: unknown }) => {
+    process.stderr.write(`${JSON.stringify(info)}\n`);
+    if (info.message.startsWith("llama.cpp prompts not packed")) notPacked = info.reason;
+  });
   const check = new ServerCheck(new ModelListProbe({ ...options, timeoutMs: 10_000 }), upstream, {
     ...options,
     timeoutMs: 60_000,
@@ -160,13 +175,15 @@ async function checkedUpstream(server: ProcessBackend, parallel: number): Promis
     packPrompts: true,
     // A chat model's server: its chat path is what this benchmark measures.
     protocol: "chat",
-    logger: createLogger({ service: "bench", level: "silent" }),
+    logger,
   });
   const ready = await check.check();
   if (!ready.ready) throw new Error(`the server failed the decider's start-up check: ${JSON.stringify(ready)}`);
   if (upstream.profile.packing === undefined) {
     // Measured all the same (the packed decider then asks chat calls too), and said in the output.
-    process.stderr.write("warning: this server's prompts cannot be packed; packed and direct are chat calls\n");
+    process.stderr.write(
+      `warning: this server's prompts cannot be packed; packed and direct are chat calls (${String(notPacked)})\n`,
+    );
   }
   return upstream;
 }
@@ -183,17 +200,21 @@ async function main(): Promise<void> {
   const throughput: string[] = [];
   for (const parallel of PARALLEL) {
     const args = ["--parallel", String(parallel), "-c", String(parallel * SLOT_CONTEXT), "--metrics", ...FLAGS];
-    const server = await llamaServerBackend(BIN, modelFile, args, READY_MS);
+    const server = await llamaServerBackend(BIN, modelFile, args, READY_MS, logFile(`llama-server-p${parallel}.log`));
     const deciders: Decider[] = [];
     try {
       const decider = async (packed: boolean) => {
-        const started = await startDecider({
-          LOCALDECIDER_UPSTREAM: server.url,
-          LOCALDECIDER_UPSTREAM_MODEL: server.model,
-          LOCALDECIDER_MAX_INFLIGHT: String(parallel),
-          LOCALDECIDER_TIMEOUT: "600",
-          LOCALDECIDER_PACK_PROMPTS: String(packed),
-        });
+        const started = await startDecider(
+          {
+            LOCALDECIDER_UPSTREAM: server.url,
+            LOCALDECIDER_UPSTREAM_MODEL: server.model,
+            LOCALDECIDER_MAX_INFLIGHT: String(parallel),
+            LOCALDECIDER_TIMEOUT: "600",
+            LOCALDECIDER_PACK_PROMPTS: String(packed),
+            ...(LOG_DIR === undefined ? {} : { LOG_LEVEL: "info" }),
+          },
+          logFile(`decider-${packed ? "packed" : "chat"}-p${parallel}.log`),
+        );
         deciders.push(started);
         return started;
       };
@@ -235,7 +256,7 @@ async function main(): Promise<void> {
         );
         process.stderr.write(`${rows[rows.length - 1]}\n`);
       }
-      if (parallel === 4 && SIZES.includes(16)) {
+      if (THROUGHPUT && parallel === 4 && SIZES.includes(16)) {
         for (const [name, d] of [
           ["chat", chat],
           ["packed", packed],

@@ -1,6 +1,6 @@
 /** The benchmarks' processes: deciders (their own built main.js) and fake model servers, on loopback. */
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { freePort, stopProcess, waitUntilOk } from "../test/engine/backends";
@@ -19,13 +19,20 @@ export interface Decider {
   child: ChildProcess;
 }
 
-/** A decider on a free port with `env` on top of this process's environment; resolves once /ready is 200. */
-export async function startDecider(env: Record<string, string>): Promise<Decider> {
+/**
+ * A decider on a free port with `env` on top of this process's environment; resolves once /ready is 200.
+ * Its log lines (stdout) are dropped, and its stderr is this process's, unless `logFile` is given: then both
+ * go to that file (appended).
+ */
+export async function startDecider(env: Record<string, string>, logFile?: string): Promise<Decider> {
   const port = await freePort();
+  const log = logFile === undefined ? undefined : openSync(logFile, "a");
   const child = spawn(process.execPath, [path.join(__dirname, "..", "src", "main.js")], {
-    stdio: ["ignore", "ignore", "inherit"],
+    stdio: ["ignore", log ?? "ignore", log ?? "inherit"],
     env: { ...process.env, LOCALDECIDER_PORT: String(port), LOG_LEVEL: "error", ...env },
   });
+  // The child holds its own copy of the file.
+  if (log !== undefined) closeSync(log);
   const url = `http://127.0.0.1:${port}`;
   await waitUntilOk(`${url}/ready`, () => child.exitCode !== null);
   return { url, child };

@@ -119,6 +119,18 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
     });
   });
 
+  it("a /completion whose logprobs differ from the chat call's by float noise (a GPU's other batch shapes) is packed", async () => {
+    const { logger, lines } = capturingLogger("info");
+    const h = await start({ logger });
+    // What llama.cpp's CUDA build moves a logprob by between batch shapes: hundredths of a nat.
+    h.fake.completionSkew = 0.05;
+    const res = await decide(h);
+    expect(res.status).toBe(200);
+    expect([h.fake.requests.length, h.fake.completions.length]).toStrictEqual([0, 1]);
+    const packed = lines.find((l) => l.message.startsWith("llama.cpp prompts packed"));
+    expect(packed?.largestDifference).toBeCloseTo(0.05, 9);
+  });
+
   it.each([
     [
       "an older server without /apply-template",
@@ -132,7 +144,7 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
     ],
     [
       "a /completion that answers otherwise than the chat endpoint",
-      (h: Harness) => (h.fake.completionAgrees = false),
+      (h: Harness) => (h.fake.completionSkew = 0.5),
       "/completion answered otherwise than the chat call",
     ],
   ])("%s: not packed, with the reason in a warning; each question is a chat call", async (_case, arrange, reason) => {

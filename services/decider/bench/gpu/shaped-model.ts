@@ -8,9 +8,16 @@
  * so the file is built the way the tests' tiny model is (test/engine/tiny-model.ts): every token embedding
  * holds a constant anchor in hidden dimension 0, which no layer reads (norm weights 0 there) or writes (row 0
  * of attn_output and ffn_down is 0); after the final norm it is the same at every position, and column 0 of
- * output.weight turns it into a fixed offset for the answer tokens (DEFAULT_BIAS: booleans, digits, capital
- * letters). The other dimensions carry random, context-dependent activations. The 1.5B file carries its own
- * output matrix (the real one ties it to the embeddings): the same work per token, and room for the offsets.
+ * output.weight turns it into a fixed offset for the answer tokens. The offsets are the engine tests'
+ * answering model's (ANSWER_MODEL, the one bench:llama-server answers with on a CPU): the four booleans, the
+ * ten digits, A-C and three junk tokens at +20..+26, exactly the top 20, every other letter at +12..+13 and
+ * the rest of the vocabulary at 0, so the benchmark's workload (yes/no, a choice of 3, a score of 4) finds
+ * every outcome among the alternatives whatever the context. (The tests' DEFAULT_BIAS, used before, puts 20
+ * letters and 7 junk tokens at +8..+9.5 for 6 places: A-C were out of the top 20 at most positions, and on
+ * the H100 a choice question failed with "no reported alternative begins an outcome".) The other dimensions
+ * carry random, context-dependent activations, about 1 in logit units, 7 below the offsets' gap. The 1.5B
+ * file carries its own output matrix (the real one ties it to the embeddings): the same work per token, and
+ * room for the offsets.
  *
  * Run: node dist/.bench/bench/gpu/shaped-model.js <qwen2.5-1.5b|qwen2.5-7b|small> <file.gguf>
  */
@@ -18,12 +25,12 @@ import crypto from "node:crypto";
 import { GgufWriter, toF16 } from "../../src/engine/demo/gguf-writer";
 import {
   CHATML_TEMPLATE,
-  DEFAULT_BIAS,
   loadQwen25Vocab,
   QWEN_TOKENS,
   randomTensor,
   resolveBias,
 } from "../../src/engine/demo/tiny-model";
+import { ANSWER_MODEL } from "../../test/engine/answer-model";
 
 export interface Shape {
   embedding: number;
@@ -42,9 +49,15 @@ export const SHAPES: Record<string, Shape> = {
 };
 
 const CONTEXT_LENGTH = 32768;
-/** The anchor's value in every embedding, and the small spread of the embeddings' other dimensions. */
-const ANCHOR = 1;
-const EMBEDDING_STD = 0.002;
+/**
+ * The anchor's value in every embedding, and the smaller spread of the embeddings' other dimensions (the
+ * anchor dominates every RMSNorm). Only their ratio shapes the logits (RMSNorm ignores scale); their size is
+ * chosen so that the blocks' output matrices (attn_output, ffn_down, which add BLOCK_GAIN × EMBEDDING_STD to
+ * the stream) hold normal F16 values (std ~2e-3), not subnormals (std ~1e-5 with an anchor of 1): no GPU
+ * kernel's handling of subnormal halves, nor its rounding of them, then decides what the model says.
+ */
+const ANCHOR = 256;
+const EMBEDDING_STD = 0.512;
 /**
  * Each block adds this much to the residual stream (relative to the embeddings' spread): the same in every
  * layer, so that the matrices of all layers come from the same few pools; 56 blocks grow the stream ~1.9x.
@@ -127,7 +140,7 @@ export function writeShapedModel(file: string, shape: Shape): number {
   const kvDim = kvHeads * headDim;
   const free = D - 1;
   const vocab = loadQwen25Vocab(V);
-  const bias = resolveBias(vocab, DEFAULT_BIAS);
+  const bias = resolveBias(vocab, ANSWER_MODEL.bias);
   const rmsWith = (std: number) => Math.sqrt((ANCHOR * ANCHOR + free * std * std) / D);
   const f32 = (name: string, length: number, std: number) => randomTensor(7, name, length, std);
 

@@ -39,8 +39,22 @@ const MESSAGES: ChatMessage[] = [
 ];
 const PREFILL = "{";
 const READING: Reading = { literals: ['"'], whitespaceFirst: true };
-/** Reported logprobs of one position may differ this much between two calls (other batch shapes). */
-const SAME_LOGPROB = 0.01;
+/**
+ * How far the logprobs two calls report for the same position may be apart and still be one distribution:
+ * 0.1 nats (10 % in probability). Two calls of one prompt are evaluated in batches of other shapes (the
+ * prompt whole or from a cached prefix, alone or beside other slots' tokens), and on a GPU the shape picks
+ * the kernel: llama.cpp's CUDA build sums F16 weights' products in F16 through cuBLAS for batches over 16
+ * tokens and in F32 for smaller ones, which can move a logprob by hundredths (a random-weight model of
+ * Qwen2.5 1.5B's shape on an H100 moved one by more than 0.01, the bound before, so its prompts were not
+ * packed; vLLM's own half-precision tests allow 0.01 + 1 % of the value). On a CPU they differ by less (4e-6
+ * on the tests' tiny model, 3e-4 on the 1.5B-shaped one). What the checks are there to catch moves them by
+ * far more: a prompt read otherwise (a token more or less, another position, a template's other rendering)
+ * changes what the model conditions on, and a distribution reported after sampling changes with the
+ * temperature (a factor on every logit).
+ */
+const SAME_LOGPROB = 0.1;
+/** The reported probabilities of a raw distribution's top tokens sum to at most 1, up to rounding. */
+const MASS_SLACK = 0.01;
 
 /**
  * A model server's readiness: its model list (`list`), then, once each time it becomes ready, what the
@@ -200,6 +214,8 @@ export class ServerCheck implements ReadinessProbe {
           server: this.options.baseURL,
           cutAfter: packing.seam.special,
           tail: packing.seam.tail,
+          // How far /completion's logprobs were from the chat call's (0 on a CPU; float noise on a GPU).
+          largestDifference: packing.largestDifference,
         });
       } else {
         this.options.logger.warn("llama.cpp prompts not packed: each question is a chat call", {
@@ -219,18 +235,20 @@ export class ServerCheck implements ReadinessProbe {
     prefilled: ChatMessage[],
     cold: Completion,
     signal: AbortSignal,
-  ): Promise<{ seam: PromptSeam } | { reason: string }> {
+  ): Promise<{ seam: PromptSeam; largestDifference: number } | { reason: string }> {
     try {
       const found = await this.upstream.findSeam(MESSAGES, signal);
       if (!("seam" in found)) return found;
       const probe = { messages: prefilled, reading: READING, continuations: [] };
       const results = await this.upstream.packedWith(found.seam).probeMany([probe, probe], { signal, slot: undefined });
+      let largestDifference = 0;
       for (const result of results ?? [undefined]) {
         const packed = result?.scores === undefined ? (result?.alternatives ?? []) : [];
-        const differs = sameReport(topOf(cold), packed);
+        const { differs, largest } = compareReports(topOf(cold), packed);
         if (differs !== undefined) return { reason: `/completion answered otherwise than the chat call: ${differs}` };
+        largestDifference = Math.max(largestDifference, largest);
       }
-      return found;
+      return { seam: found.seam, largestDifference };
     } catch (err) {
       if (err instanceof UpstreamError && err.failure.kind === "model_missing") {
         return {
@@ -289,23 +307,33 @@ function topOf(response: Completion): Reported[] {
 /** A reported token's identity: its text, and its bytes (partial UTF-8 pieces all have the text ""). */
 const keyOf = (a: Reported) => `${a.token}\u0000${(a.bytes ?? []).join(",")}`;
 
-/** Why two reports of the same position differ (their five most likely tokens), or undefined when they do not. */
-function sameReport(chat: Reported[], packed: readonly Alternative[]): string | undefined {
-  if (chat.length === 0 || packed.length === 0) return "no alternatives reported";
+/**
+ * Two reports of the same position over the chat call's five most likely tokens: the largest difference of
+ * their logprobs, and why they are not one distribution (a token missing, or a difference over SAME_LOGPROB).
+ */
+function compareReports(chat: Reported[], packed: readonly Alternative[]): { largest: number; differs?: string } {
+  if (chat.length === 0 || packed.length === 0)
+    return { largest: Number.POSITIVE_INFINITY, differs: "no alternatives reported" };
   const byToken = new Map(packed.map((a) => [keyOf(a), a.logprob]));
+  let largest = 0;
   for (const alt of chat.slice(0, 5)) {
     const other = byToken.get(keyOf(alt));
-    if (other === undefined || Math.abs(other - alt.logprob) > SAME_LOGPROB) {
-      return `${JSON.stringify(alt.token)} has logprob ${alt.logprob} there and ${other ?? "is not reported"} here`;
+    const difference = other === undefined ? Number.POSITIVE_INFINITY : Math.abs(other - alt.logprob);
+    if (difference > SAME_LOGPROB) {
+      return {
+        largest: difference,
+        differs: `${JSON.stringify(alt.token)} has logprob ${alt.logprob} there and ${other ?? "is not reported"} here (more than ${SAME_LOGPROB} apart)`,
+      };
     }
+    largest = Math.max(largest, difference);
   }
-  return undefined;
+  return { largest };
 }
 
 /** Why two reports of the same position are not one raw distribution, or undefined when they are. */
 function rawDistribution(cold: Reported[], hot: Reported[]): string | undefined {
   const mass = cold.reduce((sum, a) => sum + Math.exp(a.logprob), 0);
-  if (mass > 1 + SAME_LOGPROB) return `the reported probabilities sum to ${mass.toFixed(3)}`;
+  if (mass > 1 + MASS_SLACK) return `the reported probabilities sum to ${mass.toFixed(3)}`;
   const hotByToken = new Map(hot.map((a) => [keyOf(a), a.logprob]));
   for (const alt of cold.slice(0, 5)) {
     const other = hotByToken.get(keyOf(alt));

@@ -1,4 +1,5 @@
 import type { ChildProcess } from "node:child_process";
+import fs from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import { spawnTracked } from "@localdecider/test-env/processes";
@@ -49,6 +50,8 @@ export async function llamaServerBackend(
   extraArgs: string[] = [],
   /** How long it may take to load the model and answer /health (a large model on a GPU takes longer). */
   readyWithinMs = 60_000,
+  /** A file that gets the server's whole log too (a benchmark keeps it; tests keep only its tail). */
+  logFile?: string,
 ): Promise<ProcessBackend> {
   const port = await freePort();
   // Without --alias the server lists the path it was given.
@@ -76,9 +79,12 @@ export async function llamaServerBackend(
     { stdio: ["ignore", "ignore", "pipe"] },
   );
   let log = "";
+  const whole = logFile === undefined ? undefined : fs.createWriteStream(logFile, { flags: "a" });
   child.stderr?.on("data", (chunk: Buffer) => {
     log = (log + chunk.toString("utf8")).slice(-4000);
+    whole?.write(chunk);
   });
+  child.once("exit", () => whole?.end());
   const url = `http://127.0.0.1:${port}`;
   const stop = () => stopProcess(child);
   try {

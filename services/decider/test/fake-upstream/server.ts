@@ -122,8 +122,11 @@ export class FakeUpstream {
   packing = false;
   /** Text `/apply-template` writes after a final assistant message (a template that rewrites the prefill). */
   afterPrefill = "";
-  /** Whether `/completion` answers the inspection's prompt as the chat endpoint does (else other logprobs). */
-  completionAgrees = true;
+  /**
+   * How far (in nats) `/completion` moves the logprobs of the inspection's prompt from the chat endpoint's:
+   * 0 answers as the chat endpoint does; a few hundredths is a GPU's float noise; 0.5 another distribution.
+   */
+  completionSkew = 0;
   /** Every `/completion` body, parsed (probes only; the inspection's are in `inspections`). */
   completions: Record<string, unknown>[] = [];
 
@@ -347,13 +350,11 @@ export class FakeUpstream {
     return results.length === 1 ? results[0] : results;
   }
 
-  /** The inspection's prompt through `/completion`: the chat endpoint's answer, or (not agreeing) another one. */
+  /** The inspection's prompt through `/completion`: the chat endpoint's answer, its logprobs moved by `completionSkew`. */
   private inspectCompletion(body: Record<string, unknown>, prompts: { role: string; content: string }[][]): unknown {
     const results = prompts.map((messages, i) => {
-      const chat = this.inspect({ messages, temperature: this.completionAgrees ? 0 : 1 }) as ChatAnswer;
-      if (!this.completionAgrees) {
-        for (const alt of chat.choices[0]?.logprobs?.content?.[0]?.top_logprobs ?? []) alt.logprob -= 0.5;
-      }
+      const chat = this.inspect({ messages, temperature: 0 }) as ChatAnswer;
+      for (const alt of chat.choices[0]?.logprobs?.content?.[0]?.top_logprobs ?? []) alt.logprob -= this.completionSkew;
       return nativeResult(chat, i, renderChatML(messages), body.response_fields);
     });
     return results.length === 1 ? results[0] : results;

@@ -73,10 +73,14 @@ class ByteSink {
     this.length = this.buffer.writeFloatLE(value, this.length);
   }
 
-  /** Lengths and counts are u64; ours stay far below 2^32, so the high word is 0. */
+  /**
+   * Lengths, counts, dimensions and tensor offsets are u64: a 7B model's offsets pass 2^32 (its data is
+   * 15 GB), so both words are written (any safe integer: files up to 8 PiB).
+   */
   u64(value: number): void {
-    this.u32(value);
-    this.u32(0);
+    if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`not a u64 this writer can encode: ${value}`);
+    this.reserve(8);
+    this.length = this.buffer.writeBigUInt64LE(BigInt(value), this.length);
   }
 
   string(value: string): void {
@@ -172,11 +176,11 @@ export class GgufWriter {
     return this.tensor(name, dims, type, chunks);
   }
 
-  /** Writes the whole file; returns its size in bytes. */
-  writeFile(path: string): number {
-    // Tensor data is written straight from typed arrays, which use the machine's byte order.
-    if (os.endianness() !== "LE")
-      throw new Error("GgufWriter writes little-endian files from a little-endian host only");
+  /**
+   * The file's header: magic, counts, metadata and tensor infos, padded to where the tensor data starts
+   * (no tensor's data is asked for).
+   */
+  header(): Buffer {
     const header = new ByteSink();
     header.push(Buffer.from("GGUF", "ascii"));
     header.u32(3);
@@ -190,12 +194,20 @@ export class GgufWriter {
       header.u32(GGML_TYPE[t.type]);
       header.u64(t.offset);
     }
-    const dataStart = alignUp(header.length, GGUF_ALIGNMENT);
-    header.push(Buffer.alloc(dataStart - header.length));
+    header.push(Buffer.alloc(alignUp(header.length, GGUF_ALIGNMENT) - header.length));
+    return header.bytes();
+  }
 
+  /** Writes the whole file; returns its size in bytes. */
+  writeFile(path: string): number {
+    // Tensor data is written straight from typed arrays, which use the machine's byte order.
+    if (os.endianness() !== "LE")
+      throw new Error("GgufWriter writes little-endian files from a little-endian host only");
+    const header = this.header();
+    const dataStart = header.length;
     const fd = fs.openSync(path, "w");
     try {
-      fs.writeSync(fd, header.bytes());
+      fs.writeSync(fd, header);
       let written = 0;
       for (const t of this.tensors) {
         if (t.offset > written) fs.writeSync(fd, Buffer.alloc(t.offset - written));
