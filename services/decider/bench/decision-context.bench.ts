@@ -17,7 +17,7 @@ import { type ModelShape, shapedModelPath } from "./shaped-model";
 import { median, questions } from "./workload";
 
 /**
- * The default shape: Qwen2.5's vocabulary (151,936 tokens, tied output) and attention layout (grouped-query,
+ * The default shape: Qwen2.5's vocabulary (151,936 tokens) and attention layout (grouped-query,
  * head size 64, 2 KV heads), at a width and depth that keep the bench to minutes on 2 cores: 12 layers of
  * width 384 (26 M parameters in the layers, 58 M in the embeddings). A token costs a real model's share of
  * attention and feed-forward work, and each read-out a full output row over the vocabulary.

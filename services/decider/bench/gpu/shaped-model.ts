@@ -39,6 +39,8 @@ export interface Shape {
   kvHeads: number;
   feedForward: number;
   vocabRows: number;
+  /** The training context the file states; default CONTEXT_LENGTH. */
+  contextLength?: number;
 }
 
 /** Qwen2.5-Instruct's shapes (their config.json); `small` is the reduced form run on a CPU before a GPU run. */
@@ -149,7 +151,7 @@ export function writeShapedModel(file: string, shape: Shape): number {
     .string("general.name", `random-qwen2-${D}x${layers}`)
     .uint32("general.file_type", 1)
     .uint32("general.alignment", 32)
-    .uint32("qwen2.context_length", CONTEXT_LENGTH)
+    .uint32("qwen2.context_length", shape.contextLength ?? CONTEXT_LENGTH)
     .uint32("qwen2.embedding_length", D)
     .uint32("qwen2.block_count", layers)
     .uint32("qwen2.feed_forward_length", FF)
