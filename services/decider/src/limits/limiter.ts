@@ -270,16 +270,19 @@ export class Reservation {
       const slots = this.limiter.slotsOf(on);
       const done = new Deferred<T>();
       let started = false;
+      // The job stays in Bottleneck's queue after its client went away: it lets go of the work (and of the
+      // request it holds: its body, its prompts) then, not when its turn comes.
+      let task: typeof work | undefined = work;
       const job = async (): Promise<typeof MOVED | undefined> => {
         if (on !== this.current) return MOVED;
         // A hold given up while it waited (see below) takes no slot when its turn comes.
-        if (signal.aborted && !started) {
+        if (task === undefined || (signal.aborted && !started)) {
           done.reject(new AbortedError());
           return undefined;
         }
         started = true;
         try {
-          done.resolve(await this.inSlot(on, slots, work, signal, alone, options.affinity));
+          done.resolve(await this.inSlot(on, slots, task, signal, alone, options.affinity));
         } catch (err) {
           done.reject(err);
         }
@@ -304,7 +307,9 @@ export class Reservation {
       }
       const gaveUp = new Deferred<typeof ABORTED>();
       const onAbort = () => {
-        if (!started) gaveUp.resolve(ABORTED);
+        if (started) return;
+        task = undefined;
+        gaveUp.resolve(ABORTED);
       };
       signal.addEventListener("abort", onAbort, { once: true });
       let outcome: Awaited<typeof scheduled> | { value: T } | typeof ABORTED;
