@@ -3,15 +3,15 @@ import { parseEvalArgs } from "../src/options";
 
 describe("parseEvalArgs", () => {
   it("fills the documented defaults and takes the API key from the environment", () => {
-    expect(parseEvalArgs(["--data", "d.jsonl"], { LOCALDECIDER_API_KEY: "k", INIT_CWD: "/work/here" })).toStrictEqual({
+    expect(parseEvalArgs(["--data", "d.jsonl"], { LOCALDECIDER_API_KEY: "k", INIT_CWD: "/home/user/here" })).toStrictEqual({
       help: false,
       quiet: false,
       options: {
-        data: "/work/here/d.jsonl",
+        data: "/home/user/here/d.jsonl",
         url: "http://127.0.0.1:8080",
         apiKey: "k",
         model: "localdecider",
-        out: "/work/here/eval-out",
+        out: "/home/user/here/eval-out",
         concurrency: 4,
         timeoutSeconds: 300,
         retries: 2,

@@ -45,7 +45,7 @@ export const PROBE_BODY = {
  *
  * - llama.cpp (b11361+) lists `"decisions"` in `data[].architecture.output_modalities` of `GET /v1/models`
  *   for a decision model (tools/server/README.md, "GET /models"), and `["text"]` (no "decisions") otherwise;
- * - Ollama lists `decision` in the `capabilities` of `POST /api/show` (0.35+, /work/shared/SYSTEMONE.md);
+ * - Ollama lists `decision` in the `capabilities` of `POST /api/show` (0.35+, per the project's SYSTEMONE.md notes);
  * - anything else is asked once: `POST /v1/systemone` with PROBE_BODY. 200 (or a 422 on the request, which
  *   only a server that reads System One bodies gives) is native; 501 "not a decision model", a 404 or any
  *   other refusal is the chat path; a 429, a 5xx or no answer decides nothing (asked again at the next check).

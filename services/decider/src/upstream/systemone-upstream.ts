@@ -24,7 +24,7 @@ export interface SystemOneUpstreamOptions {
 /**
  * Options one question may have, per model type, as llama.cpp documents them (tools/server/README.md, "POST
  * /v1/systemone": "52 for openjev, 255 for laya, clef, pplx-decider, lfm2-d1 and lfm2-d1-omni"; openjev names
- * options A-Z a-z, one token each) and /work/shared/SYSTEMONE.md (nimble 52 too). A model's type is read from
+ * options A-Z a-z, one token each) and the project's SYSTEMONE.md notes (nimble 52 too). A model's type is read from
  * its name; any other name gets 255 (TypeSafe's own ceiling), and a server that takes fewer says so in its 422.
  */
 export function documentedOptionLimit(model: string): number {
@@ -57,9 +57,11 @@ export class SystemOneUpstream implements NativeUpstream {
 
   async decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult> {
     const body = JSON.stringify(wireBody(call, this.serverKind));
+    // Decided once for the header and for what a 501 means: a call with images or a box question refused 501
+    // is this call's refusal (no image input), never the model ceasing to be a decision model.
     const images = call.assets !== undefined || call.questions.some((q) => q.type === "box");
     const response = await this.post(body, options.signal, images);
-    if (response.status !== 200) throw this.failed(call, response);
+    if (response.status !== 200) throw this.failed(call, response, images);
     return resultOf(response.text);
   }
 
@@ -98,13 +100,9 @@ export class SystemOneUpstream implements NativeUpstream {
   private failed(
     call: NativeCall,
     response: { status: number; text: string; retryAfter: string | undefined },
+    images: boolean,
   ): UpstreamError {
-    const failure = classifyNativeStatus(
-      response.status,
-      errorMessage(response.text),
-      response.retryAfter,
-      call.assets !== undefined,
-    );
+    const failure = classifyNativeStatus(response.status, errorMessage(response.text), response.retryAfter, images);
     if (failure.kind === "option_limit") {
       this.learned.set(call.model, Math.min(failure.limit, this.optionLimit(call.model)));
     }
@@ -117,7 +115,7 @@ export class SystemOneUpstream implements NativeUpstream {
  * The request body: the model, the state as the client sent it, each question under its own name, and Jev
  * 1.14's `assets` as the client sent them. A server that takes images its own way gets them that way too, in
  * the assets' order: llama.cpp as `images` data URLs (tools/server/README.md, "POST /v1/systemone": `files`,
- * alias `images`, placed before the state), Ollama as `images` base64 strings (/work/shared/SYSTEMONE.md). The
+ * alias `images`, placed before the state), Ollama as `images` base64 strings (the project's SYSTEMONE.md notes). The
  * names in the text stay as the client wrote them.
  */
 export function wireBody(call: NativeCall, kind: ServerKind = "unknown"): Record<string, JsonValue> {

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
  * - [TESTS] `tools/server/tests/unit/test_systemone.py` (ERROR_CONTRACT, ANSWER_KEYS, the 413 and 429 gates);
  * - [SOURCE] `tools/server/server-decision.cpp` (parse_questions, parse_state: the validation messages).
  *
- * Ollama's flavour (0.35+, /work/shared/SYSTEMONE.md) publishes `decision` in `POST /api/show` capabilities
+ * Ollama's flavour (0.35+, per the project's SYSTEMONE.md notes) publishes `decision` in `POST /api/show` capabilities
  * instead, and a `silent` server publishes nothing (only the probe tells). Each behaviour below names its source.
  */
 export type SystemOneFlavour = "llama" | "ollama" | "silent";

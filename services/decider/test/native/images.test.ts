@@ -109,6 +109,26 @@ describe("images and box questions through a native System One server", () => {
       code: "invalid_request",
     });
   });
+
+  it("a 501 to a call with a box question but no assets is that request's refusal, never the server's model changing", async () => {
+    h = await nativeHarness({ setup: (fake) => (fake.boxes = true) });
+    const modelLists = () => h.fake.paths.filter((p) => p === "/v1/models").length;
+    const before = modelLists();
+    // The server refuses the call as it refuses images a model cannot take (501), here for the box question.
+    h.fake.faults = ["notDecision"];
+    const box = await post({
+      model: "localdecider",
+      state: "A kitchen.",
+      questions: { where: { type: "box", instructions: "the mug" } },
+    });
+    expect(box.status).toBe(DECIDER_ERROR_STATUS.invalid_request);
+    expect(box.body.code).toBe("invalid_request");
+    // Not taken for a model that stopped being a decision model: no check of the server again, still native.
+    expect(modelLists()).toBe(before);
+    const ready = await request(h.app).get("/ready");
+    expect(ready.status).toBe(200);
+    expect(ready.body.protocol).toBe("systemone");
+  });
 });
 
 describe("images and box questions without a native server", () => {
