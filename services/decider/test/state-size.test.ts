@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import request from "supertest";
 import { requestWeight } from "../src/decide/decider";
-import { jsonLengths, PRETTY_OVERHEAD, renderState } from "../src/decide/prompt";
+import { jsonLengths, PRETTY_OVERHEAD, renderState, ShownState } from "../src/decide/prompt";
 import { type Harness, harness, waitFor } from "./helpers";
 
 /** The state of the review's attack: 63 nested arrays around 99,000 zeros (204 KB as a body). */
@@ -28,6 +28,34 @@ describe("how large a state may render for the model", () => {
         expect(pretty).toBe(JSON.stringify(value, null, 2).length);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it("jsonLengths counts escapes too: quotes, backslashes, control characters, lone and paired surrogates, odd keys (fast-check)", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4, stringUnit: "binary" }), (value) => {
+        const { compact, pretty } = jsonLengths(value);
+        expect(compact).toBe(JSON.stringify(value).length);
+        expect(pretty).toBe(JSON.stringify(value, null, 2).length);
+      }),
+      { numRuns: 500 },
+    );
+    expect(jsonLengths({ '"\\\u0000\ud800': "\u2028\udc00\ud83d\ude00", __proto__x: [-0, 1e21, 5e-7] }).compact).toBe(
+      JSON.stringify({ '"\\\u0000\ud800': "\u2028\udc00\ud83d\ude00", __proto__x: [-0, 1e21, 5e-7] }).length,
+    );
+  });
+
+  it("a request's weight with its state measured already (ShownState) is its weight walked whole (fast-check)", () => {
+    fc.assert(
+      fc.property(
+        fc.jsonValue({ maxDepth: 4 }),
+        fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 2 })),
+        (state, rest) => {
+          const body = { ...rest, state };
+          expect(requestWeight(body, new ShownState(state, Number.MAX_SAFE_INTEGER))).toBe(requestWeight(body));
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 

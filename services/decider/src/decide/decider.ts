@@ -26,7 +26,7 @@ import { chatReads } from "./chat-reads";
 import type { Read } from "./native";
 import { nativeReads } from "./native-reads";
 import { chunkSize, finalRound, type Limits, MAX_OUTCOMES_PER_PART, type Part, type Plan, planRequest } from "./plan";
-import { jsonLengths, ShownState } from "./prompt";
+import { jsonLengths, jsonWeight, ShownState } from "./prompt";
 import { PromptJobs, type RequestRun } from "./run";
 import { runInOrder } from "./schedule";
 
@@ -56,13 +56,13 @@ export interface DeciderOptions {
 }
 
 /**
- * What a parsed request may hold on the heap, at most: its strings (two bytes a character at worst, and
- * the compact JSON counts every character of every string) and a fixed cost per JSON value (an empty
- * object, the costliest value per byte of body, takes ~64 bytes parsed; measured on Node 20).
+ * What a parsed request may hold on the heap, at most (jsonWeight). Its state, measured already by ShownState,
+ * is counted from that measure when given, so that no request is walked twice before it is admitted.
  */
-export function requestWeight(request: unknown): number {
-  const { compact, values } = jsonLengths(request);
-  return 2 * compact + 64 * values;
+export function requestWeight(request: unknown, shown?: ShownState): number {
+  if (shown === undefined || typeof request !== "object" || request === null) return jsonWeight(jsonLengths(request));
+  // The state's place counted as a null (4 characters, 1 value), then swapped for the state's own weight.
+  return jsonWeight(jsonLengths({ ...request, state: null })) - jsonWeight({ compact: 4, values: 1 }) + shown.weight;
 }
 
 /**
@@ -88,7 +88,7 @@ export class Decider {
     const plan = feasible(planRequest(questions, this.limitsFor(target)));
     // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
     const shown = new ShownState(state, this.options.maxStateChars);
-    const weight = requestWeight(request);
+    const weight = requestWeight(request, shown);
     if (this.heldBytes + weight > this.options.maxHeldBytes && this.heldBytes > 0) {
       this.options.observer.queueRejected();
       const { limiter, pool } = this.options;
