@@ -161,3 +161,26 @@ describe.each([
     });
   }
 });
+
+describe("GET /v1/models abandoned while the start-up check runs", () => {
+  it("stops waiting for the check when its client goes away", async () => {
+    const { logger, lines } = capturingLogger("silly");
+    const h = await harness({ logger, flavour: "llama" });
+    const server = await listen(h);
+    try {
+      const aborted = () => lines.filter((l) => l.message === "request failed" && l.code === "request_aborted").length;
+      h.fake.holdingInspections = true;
+      const req = httpRequest(`${server.url}/v1/models`);
+      req.on("error", () => {});
+      req.end();
+      await waitFor(() => h.fake.inspections.length > 0, "the start-up check to run");
+      req.destroy();
+      await waitFor(() => aborted() === 1, "the decider to drop the abandoned request");
+      h.fake.releaseInspections();
+      expect((await request(h.app).get("/v1/models")).status).toBe(200);
+    } finally {
+      await server.close();
+      await h.close();
+    }
+  });
+});

@@ -3,6 +3,7 @@ import type { RouteHandler } from "@localdecider/service-kit";
 import { decisionModelCards, modelCards } from "../models";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
+import { whileClientWaits } from "./client-signal";
 
 /**
  * The model cards (what the SDK reads): our own names, then each decision model a native server lists (which
@@ -19,9 +20,14 @@ export function listModels(
   gate: Pick<ModelGate, "recent">,
 ): RouteHandler<DeciderRoutes["listModels"]> {
   const own = modelCards(upstreamModel);
-  return async ({ req }) => {
-    // Which protocol each server speaks, and which decision models it lists, are known once it was checked.
-    await gate.recent().catch(() => undefined);
+  return async ({ req, res }) => {
+    // Which protocol each server speaks, and which decision models it lists, are known once it was checked; a
+    // client that goes away meanwhile stops waiting (request_aborted), any other failure still lists ours.
+    await whileClientWaits(res, (signal) =>
+      gate.recent(signal).catch((err: unknown) => {
+        if (signal.aborted) throw err;
+      }),
+    );
     const models = [...own, ...decisionModelCards(pool.decisionModels(), own)];
     const backend = describeBackend();
     if (backend.kind !== "server" || keyHolder(req.get("authorization"))) {

@@ -2,6 +2,7 @@ import { type DeciderRoutes, IMAGES_HEADER } from "@localdecider/contracts/decid
 import type { RouteHandler } from "@localdecider/service-kit";
 import type { UpstreamAccepts } from "../backend";
 import type { Decider } from "../decide/decider";
+import { whileClientWaits } from "./client-signal";
 import { admitImages } from "./images";
 
 /**
@@ -16,15 +17,6 @@ export function systemOne(
 ): RouteHandler<DeciderRoutes["systemOne"]> {
   return async ({ body, req, res }) => {
     admitImages(body, req.get(IMAGES_HEADER), upstreamAccepts());
-    const cancel = new AbortController();
-    const onClose = () => {
-      if (!res.writableEnded) cancel.abort();
-    };
-    res.on("close", onClose);
-    try {
-      return { status: 200, body: await decider.answer(body, cancel.signal) };
-    } finally {
-      res.off("close", onClose);
-    }
+    return { status: 200, body: await whileClientWaits(res, (signal) => decider.answer(body, signal)) };
   };
 }
