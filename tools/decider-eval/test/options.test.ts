@@ -3,7 +3,9 @@ import { parseEvalArgs } from "../src/options";
 
 describe("parseEvalArgs", () => {
   it("fills the documented defaults and takes the API key from the environment", () => {
-    expect(parseEvalArgs(["--data", "d.jsonl"], { LOCALDECIDER_API_KEY: "k", INIT_CWD: "/home/user/here" })).toStrictEqual({
+    expect(
+      parseEvalArgs(["--data", "d.jsonl"], { LOCALDECIDER_API_KEY: "k", INIT_CWD: "/home/user/here" }),
+    ).toStrictEqual({
       help: false,
       quiet: false,
       options: {
