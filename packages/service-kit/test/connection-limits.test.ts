@@ -1,36 +1,17 @@
 import { connect, type Socket } from "node:net";
-import { Writable } from "node:stream";
 import express from "express";
-import winston from "winston";
 import { z } from "zod";
 import {
   CONNECTION_LIMITS,
   type ConnectionLimits,
   connectionLimit,
   connectionLimitsProblem,
-  createLogger,
   DEFAULT_CONNECTION_LIMITS,
   loadConfig,
   type RunningServer,
   serve,
 } from "../src";
-
-function captureLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = createLogger({ service: "test", level: "debug" });
-  logger.clear();
-  logger.add(
-    new winston.transports.Stream({
-      stream: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(JSON.parse(String(chunk)));
-          cb();
-        },
-      }),
-    }),
-  );
-  return { logger, lines };
-}
+import { captureLogger } from "./capture-logger";
 
 /** Small limits, so that a trickling client meets them within the test's default 5 s. */
 const SMALL: Partial<ConnectionLimits> = {
