@@ -191,13 +191,16 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
   return { app, decider, limiter, observer, logger, close: () => limiter.stop() };
 }
 
-/** The real app against a fake upstream on a real port. */
-export async function harness(options: HarnessOptions = {}): Promise<Harness> {
-  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
-  fake.packing = options.packing ?? false;
+/**
+ * The real app in front of a fake model server, started here on a real port; `close` stops both. With shared
+ * limits it answers once their first heartbeat reached Redis: they admit nothing before.
+ */
+export async function deciderInFrontOf<F extends { start(): Promise<string>; stop(): Promise<void> }>(
+  fake: F,
+  options: HarnessOptions,
+): Promise<DeciderUnderTest & { fake: F; upstream: string }> {
   const upstream = await fake.start();
   const d = deciderFor(upstream, options);
-  // The shared limits admit nothing before their first heartbeat reached Redis.
   for (let i = 0; options.sharedRedis === true && (await d.limiter.unavailable()) !== undefined; i++) {
     if (i === 200) throw new Error(`the test run's Redis (${TEST_REDIS}) does not answer`);
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -211,6 +214,13 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       await d.close();
     },
   };
+}
+
+/** The real app against a fake upstream on a real port. */
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
+  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
+  fake.packing = options.packing ?? false;
+  return deciderInFrontOf(fake, options);
 }
 
 /** The harness's app listening on a real port (for the SDK and for disconnects). */
