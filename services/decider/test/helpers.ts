@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
 import { type AllowedHosts, byteSize, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
@@ -227,6 +228,33 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
 export async function listen(h: Pick<Harness, "app" | "logger">): Promise<{ url: string; close: () => Promise<void> }> {
   const running = await serve(h.app, { host: "127.0.0.1", port: 0, logger: h.logger, drainTimeoutMs: 1000 });
   return { url: `http://127.0.0.1:${running.port}`, close: running.close };
+}
+
+/**
+ * A client that disconnects while its request's first call is held at the fake model server: the request is
+ * sent over a real connection and cut once that call is in flight. Returns when the fake saw the call aborted
+ * and the limiter's queue has drained, for the test to count what reached the server.
+ */
+export async function disconnectDuringFirstCall(
+  h: Pick<DeciderUnderTest, "app" | "logger" | "limiter"> & {
+    fake: { holding: boolean; inflight: number; aborted: number };
+  },
+  body: unknown,
+): Promise<void> {
+  const server = await listen(h);
+  h.fake.holding = true;
+  const text = JSON.stringify(body);
+  const req = httpRequest(`${server.url}/v1/systemone`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
+  });
+  req.on("error", () => {});
+  req.end(text);
+  await waitFor(() => h.fake.inflight === 1, "the request's first call in flight");
+  req.destroy();
+  await waitFor(() => h.fake.aborted === 1, "the fake to see the call in flight aborted");
+  await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
+  await server.close();
 }
 
 /** Polls a condition on the event loop (no sleeps with a fixed length, no timing assertions). */
