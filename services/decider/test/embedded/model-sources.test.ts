@@ -1,5 +1,4 @@
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { spawnTracked } from "@localdecider/test-env/processes";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
@@ -9,6 +8,7 @@ import { capturingLogger } from "../helpers";
 import { DeciderProcess, freePort } from "../shared/processes";
 import { ConnectProxy } from "./connect-proxy";
 import { ModelFileServer, readModel, sha256 } from "./model-server";
+import { serverAndDirPerTest } from "./per-test-server";
 
 /**
  * Where the embedded engine's model comes from, and what the user is told when it cannot come: a path that is
@@ -27,14 +27,9 @@ const fast = { attempts: 1, backoffMs: 10 };
 
 let server: ModelFileServer;
 let dir: string;
-beforeEach(async () => {
-  server = new ModelFileServer();
-  await server.start();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "decider-sources-"));
-});
-afterEach(async () => {
-  await server.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
+serverAndDirPerTest("decider-sources-", (s, d) => {
+  server = s;
+  dir = d;
 });
 
 /** The built service with this environment, which must stop at once: its exit code and stderr. */
