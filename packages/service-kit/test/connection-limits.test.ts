@@ -40,6 +40,19 @@ async function start(connections: Partial<ConnectionLimits>) {
   return { port: running.port, lines };
 }
 
+/** Opens a raw connection and sends nothing: everything the server sent before it closed the connection. */
+function silentClient(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += String(chunk);
+    });
+    socket.on("error", () => undefined);
+    socket.on("close", () => resolve(received));
+  });
+}
+
 interface Ending {
   /** Everything the server sent before it closed the connection. */
   received: string;
@@ -98,15 +111,7 @@ describe("serve's connection limits", () => {
 
   it("answers 408 and closes a connection that opens and sends nothing", async () => {
     const { port } = await start(SMALL);
-    const silent = await new Promise<string>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      let received = "";
-      socket.on("data", (chunk) => {
-        received += String(chunk);
-      });
-      socket.on("error", () => undefined);
-      socket.on("close", () => resolve(received));
-    });
+    const silent = await silentClient(port);
     expect(silent).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
   });
 
@@ -148,15 +153,7 @@ describe("serve's connection limits", () => {
       // A request in progress (headers not yet complete) keeps each connection busy.
       socket.write("GET /ok HTTP/1.1\r\n");
     }
-    const refused = await new Promise<string>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      let received = "";
-      socket.on("data", (chunk) => {
-        received += String(chunk);
-      });
-      socket.on("error", () => undefined);
-      socket.on("close", () => resolve(received));
-    });
+    const refused = await silentClient(port);
     expect(refused).toBe("");
     const closed = new Promise((resolve) => held[0]?.on("close", resolve));
     held[0]?.destroy();
