@@ -149,11 +149,7 @@ export function writeShapedModel(file: string, shape: Shape): number {
   const gguf = qwen2Header({
     name: `random-qwen2-${D}x${layers}`,
     contextLength: shape.contextLength ?? CONTEXT_LENGTH,
-    embedding: D,
-    layers,
-    feedForward: FF,
-    heads,
-    kvHeads,
+    shape,
     vocab,
     chatTemplate: CHATML_TEMPLATE,
   });

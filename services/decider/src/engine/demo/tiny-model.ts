@@ -287,11 +287,8 @@ const BLOCK_GAIN = 1;
 export interface Qwen2Header {
   name: string;
   contextLength: number;
-  embedding: number;
-  layers: number;
-  feedForward: number;
-  heads: number;
-  kvHeads: number;
+  /** Its sizes, as TINY_MODEL_SHAPE names them. */
+  shape: { embedding: number; layers: number; feedForward: number; heads: number; kvHeads: number };
   vocab: Vocab;
   chatTemplate: string;
 }
@@ -308,11 +305,11 @@ export function qwen2Header(model: Qwen2Header): GgufWriter {
     .uint32("general.file_type", 1) // mostly F16 (token_embd); the rest is F32
     .uint32("general.alignment", 32)
     .uint32("qwen2.context_length", model.contextLength)
-    .uint32("qwen2.embedding_length", model.embedding)
-    .uint32("qwen2.block_count", model.layers)
-    .uint32("qwen2.feed_forward_length", model.feedForward)
-    .uint32("qwen2.attention.head_count", model.heads)
-    .uint32("qwen2.attention.head_count_kv", model.kvHeads)
+    .uint32("qwen2.embedding_length", model.shape.embedding)
+    .uint32("qwen2.block_count", model.shape.layers)
+    .uint32("qwen2.feed_forward_length", model.shape.feedForward)
+    .uint32("qwen2.attention.head_count", model.shape.heads)
+    .uint32("qwen2.attention.head_count_kv", model.shape.kvHeads)
     .float32("qwen2.rope.freq_base", TINY_MODEL_SHAPE.ropeTheta)
     .float32("qwen2.attention.layer_norm_rms_epsilon", TINY_MODEL_SHAPE.rmsEpsilon)
     .string("tokenizer.ggml.model", "gpt2")
@@ -354,11 +351,7 @@ export function writeTinyModel(file: string, options: TinyModelOptions = DEFAULT
   const gguf = qwen2Header({
     name: "tiny-qwen2-random",
     contextLength: options.contextLength ?? TINY_MODEL_SHAPE.contextLength,
-    embedding: D,
-    layers,
-    feedForward: FF,
-    heads,
-    kvHeads,
+    shape: TINY_MODEL_SHAPE,
     vocab,
     chatTemplate: options.chatTemplate ?? CHATML_TEMPLATE,
   });
