@@ -14,6 +14,8 @@ import addFormats from "ajv-formats";
 import type { RequestHandler } from "express";
 import type { OpenApiDocument } from "./openapi";
 
+export { seededRandom } from "./seeded-random";
+
 const DOCUMENT_ID = "urn:localdecider:openapi";
 
 /** JSON Pointer escaping of one path segment (`/` and `~` in OpenAPI paths). */

@@ -1,4 +1,5 @@
 import { isBearerToken, parseBearer } from "../src";
+import { seededRandom } from "../src/test-utils";
 
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2lnbmF0dXJl";
 
@@ -60,18 +61,6 @@ function referenceParseBearer(header: string | undefined): string | undefined | 
   return token;
 }
 
-/** A small seeded generator (mulberry32), so a failing case can be replayed from the printed seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe("parseBearer against the regex reading it replaced", () => {
   // Pieces a header is built from: the scheme in several cases and shapes, the whitespace the rules care
   // about, b64token characters, padding, and characters outside b64token.
@@ -80,7 +69,7 @@ describe("parseBearer against the regex reading it replaced", () => {
 
   it("reads 20,000 generated headers exactly as the reference does (token, none, or malformed)", () => {
     const seed = 24;
-    const next = random(seed);
+    const next = seededRandom(seed);
     for (let n = 0; n < 20_000; n++) {
       const parts: string[] = [];
       const count = Math.floor(next() * 7);

@@ -1,37 +1,8 @@
-import { Writable } from "node:stream";
 import express from "express";
 import request from "supertest";
-import winston from "winston";
 import { z } from "zod";
-import {
-  AppError,
-  clip,
-  clipStrings,
-  createLogger,
-  ECHO_LIMITS,
-  errorHandler,
-  jsonBody,
-  requestId,
-  validationDetails,
-} from "../src";
-
-/** The logger as the services build it, its JSON lines kept as written (text) instead of printed. */
-function captureLines() {
-  const lines: string[] = [];
-  const logger = createLogger({ service: "test", level: "debug" });
-  logger.clear();
-  logger.add(
-    new winston.transports.Stream({
-      stream: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(String(chunk));
-          cb();
-        },
-      }),
-    }),
-  );
-  return { logger, lines };
-}
+import { AppError, clip, clipStrings, ECHO_LIMITS, errorHandler, jsonBody, requestId, validationDetails } from "../src";
+import { captureLines } from "./capture-logger";
 
 const MEGABYTE = "m".repeat(1_000_000);
 /** What a clipped string may grow to: the limit, then "… (N more characters)". */

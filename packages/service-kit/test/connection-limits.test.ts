@@ -1,36 +1,17 @@
 import { connect, type Socket } from "node:net";
-import { Writable } from "node:stream";
 import express from "express";
-import winston from "winston";
 import { z } from "zod";
 import {
   CONNECTION_LIMITS,
   type ConnectionLimits,
   connectionLimit,
   connectionLimitsProblem,
-  createLogger,
   DEFAULT_CONNECTION_LIMITS,
   loadConfig,
   type RunningServer,
   serve,
 } from "../src";
-
-function captureLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = createLogger({ service: "test", level: "debug" });
-  logger.clear();
-  logger.add(
-    new winston.transports.Stream({
-      stream: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(JSON.parse(String(chunk)));
-          cb();
-        },
-      }),
-    }),
-  );
-  return { logger, lines };
-}
+import { captureLogger } from "./capture-logger";
 
 /** Small limits, so that a trickling client meets them within the test's default 5 s. */
 const SMALL: Partial<ConnectionLimits> = {
@@ -57,6 +38,19 @@ async function start(connections: Partial<ConnectionLimits>) {
   });
   running = await serve(app, { host: "127.0.0.1", port: 0, logger, connections });
   return { port: running.port, lines };
+}
+
+/** Opens a raw connection and sends nothing: everything the server sent before it closed the connection. */
+function silentClient(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += String(chunk);
+    });
+    socket.on("error", () => undefined);
+    socket.on("close", () => resolve(received));
+  });
 }
 
 interface Ending {
@@ -117,15 +111,7 @@ describe("serve's connection limits", () => {
 
   it("answers 408 and closes a connection that opens and sends nothing", async () => {
     const { port } = await start(SMALL);
-    const silent = await new Promise<string>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      let received = "";
-      socket.on("data", (chunk) => {
-        received += String(chunk);
-      });
-      socket.on("error", () => undefined);
-      socket.on("close", () => resolve(received));
-    });
+    const silent = await silentClient(port);
     expect(silent).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
   });
 
@@ -167,15 +153,7 @@ describe("serve's connection limits", () => {
       // A request in progress (headers not yet complete) keeps each connection busy.
       socket.write("GET /ok HTTP/1.1\r\n");
     }
-    const refused = await new Promise<string>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      let received = "";
-      socket.on("data", (chunk) => {
-        received += String(chunk);
-      });
-      socket.on("error", () => undefined);
-      socket.on("close", () => resolve(received));
-    });
+    const refused = await silentClient(port);
     expect(refused).toBe("");
     const closed = new Promise((resolve) => held[0]?.on("close", resolve));
     held[0]?.destroy();

@@ -1,9 +1,7 @@
 import { request as httpRequest } from "node:http";
 import { connect } from "node:net";
-import { Writable } from "node:stream";
 import express from "express";
 import request from "supertest";
-import winston from "winston";
 import { z } from "zod";
 import {
   type AllowedHosts,
@@ -23,24 +21,13 @@ import {
   requestId,
   serve,
 } from "../src";
+import { captureLogger } from "./capture-logger";
 
 const REFUSED = { error: "Host not allowed", code: "host_not_allowed" };
 
 /** An app with a route that changes state, a probe, the check and the one error middleware; its log kept. */
 function appWith(allowed: AllowedHosts) {
-  const lines: Record<string, unknown>[] = [];
-  const logger = createLogger({ service: "test", level: "debug" });
-  logger.clear();
-  logger.add(
-    new winston.transports.Stream({
-      stream: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(JSON.parse(String(chunk)));
-          cb();
-        },
-      }),
-    }),
-  );
+  const { logger, lines } = captureLogger();
   const items: string[] = [];
   const app = express();
   app.use(requestId());

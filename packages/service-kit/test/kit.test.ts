@@ -1,7 +1,6 @@
-import { Writable } from "node:stream";
 import express from "express";
 import request from "supertest";
-import winston from "winston";
+import type winston from "winston";
 import { z } from "zod";
 import {
   AppError,
@@ -19,23 +18,7 @@ import {
   validationDetails,
   warnUnknownVariables,
 } from "../src";
-
-function captureLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = createLogger({ service: "test", level: "debug" });
-  logger.clear();
-  logger.add(
-    new winston.transports.Stream({
-      stream: new Writable({
-        write(chunk, _enc, cb) {
-          lines.push(JSON.parse(String(chunk)));
-          cb();
-        },
-      }),
-    }),
-  );
-  return { logger, lines };
-}
+import { captureLogger } from "./capture-logger";
 
 function appWith(logger: winston.Logger) {
   const app = express();

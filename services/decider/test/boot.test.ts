@@ -1,4 +1,4 @@
-import { connect } from "node:net";
+import { trickle } from "@localdecider/test-env/trickle";
 import { FakeUpstream } from "./fake-upstream/server";
 import { DeciderProcess } from "./shared/processes";
 
@@ -84,27 +84,7 @@ describe("the decider at boot", () => {
       LOCALDECIDER_TIMEOUT_CHECK_MS: "100",
     }).start();
     const { port } = new URL(process_.url);
-    const received = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), "127.0.0.1", () => socket.write("GET /health HTTP/1.1\r\nX-Slow: "));
-      let text = "";
-      let sent = 0;
-      // One byte every 100 ms, at most 40 (4 s): a server that never closes fails the test.
-      const drip = setInterval(() => {
-        if (sent++ >= 40) {
-          clearInterval(drip);
-          socket.destroy();
-          reject(new Error("the decider kept a trickling connection open"));
-        } else socket.write("a");
-      }, 100);
-      socket.on("data", (chunk) => {
-        text += String(chunk);
-      });
-      socket.on("error", () => undefined);
-      socket.on("close", () => {
-        clearInterval(drip);
-        resolve(text);
-      });
-    });
+    const received = await trickle(Number(port), "GET /health HTTP/1.1\r\nX-Slow: ", "the decider");
     expect(received).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
   });
 });

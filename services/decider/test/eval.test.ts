@@ -10,6 +10,7 @@ import { loadCalibration } from "../src/calibration/load";
 import { ModelFileServer } from "./embedded/model-server";
 import { tinyModelPath } from "./engine/tiny-model";
 import { deciderFor, type Harness, harness, listen } from "./helpers";
+import { startFailing } from "./shared/processes";
 
 /**
  * `pnpm decider eval` end to end: the built CLI (tools/decider-eval/dist/cli.js, built by `pnpm test`)
@@ -577,18 +578,6 @@ async function startWithPnpm(
     await stop();
     throw err;
   }
-}
-
-function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawnTracked(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let stderr = "";
-  child.stderr?.on("data", (c: Buffer) => {
-    stderr += c.toString();
-  });
-  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stderr })));
 }
 
 function errorOf(text: string): string {

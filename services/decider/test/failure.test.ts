@@ -1,21 +1,10 @@
 import { clip, ECHO_LIMITS } from "@localdecider/service-kit";
+import { seededRandom } from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { ACCEPTED_MODELS } from "../src/models";
 import { classifyStatus, mentionsMaximumLength } from "../src/upstream/failure";
 import { hashedScript } from "./fake-upstream/server";
 import { capturingLogger, type Harness, harness } from "./helpers";
-
-/** A small seeded generator (mulberry32), so a failing case can be replayed from its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("classifyStatus on a server's 400", () => {
   it.each([
@@ -51,7 +40,7 @@ describe("classifyStatus on a server's 400", () => {
       "\u2029",
     ];
     const seed = 9;
-    const next = random(seed);
+    const next = seededRandom(seed);
     for (let n = 0; n < 20_000; n++) {
       const count = Math.floor(next() * 8);
       let message = "";

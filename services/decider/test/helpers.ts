@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { DEFAULT_MAX_QUESTIONS } from "@localdecider/contracts/decider";
 import { type AllowedHosts, byteSize, createLogger, hostPolicy, type Logger, serve } from "@localdecider/service-kit";
 import { createApp } from "../src/app";
@@ -191,13 +192,16 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
   return { app, decider, limiter, observer, logger, close: () => limiter.stop() };
 }
 
-/** The real app against a fake upstream on a real port. */
-export async function harness(options: HarnessOptions = {}): Promise<Harness> {
-  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
-  fake.packing = options.packing ?? false;
+/**
+ * The real app in front of a fake model server, started here on a real port; `close` stops both. With shared
+ * limits it answers once their first heartbeat reached Redis: they admit nothing before.
+ */
+export async function deciderInFrontOf<F extends { start(): Promise<string>; stop(): Promise<void> }>(
+  fake: F,
+  options: HarnessOptions,
+): Promise<DeciderUnderTest & { fake: F; upstream: string }> {
   const upstream = await fake.start();
   const d = deciderFor(upstream, options);
-  // The shared limits admit nothing before their first heartbeat reached Redis.
   for (let i = 0; options.sharedRedis === true && (await d.limiter.unavailable()) !== undefined; i++) {
     if (i === 200) throw new Error(`the test run's Redis (${TEST_REDIS}) does not answer`);
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -213,10 +217,44 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   };
 }
 
+/** The real app against a fake upstream on a real port. */
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
+  const fake = new FakeUpstream({ flavour: options.flavour ?? "vllm" });
+  fake.packing = options.packing ?? false;
+  return deciderInFrontOf(fake, options);
+}
+
 /** The harness's app listening on a real port (for the SDK and for disconnects). */
 export async function listen(h: Pick<Harness, "app" | "logger">): Promise<{ url: string; close: () => Promise<void> }> {
   const running = await serve(h.app, { host: "127.0.0.1", port: 0, logger: h.logger, drainTimeoutMs: 1000 });
   return { url: `http://127.0.0.1:${running.port}`, close: running.close };
+}
+
+/**
+ * A client that disconnects while its request's first call is held at the fake model server: the request is
+ * sent over a real connection and cut once that call is in flight. Returns when the fake saw the call aborted
+ * and the limiter's queue has drained, for the test to count what reached the server.
+ */
+export async function disconnectDuringFirstCall(
+  h: Pick<DeciderUnderTest, "app" | "logger" | "limiter"> & {
+    fake: { holding: boolean; inflight: number; aborted: number };
+  },
+  body: unknown,
+): Promise<void> {
+  const server = await listen(h);
+  h.fake.holding = true;
+  const text = JSON.stringify(body);
+  const req = httpRequest(`${server.url}/v1/systemone`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
+  });
+  req.on("error", () => {});
+  req.end(text);
+  await waitFor(() => h.fake.inflight === 1, "the request's first call in flight");
+  req.destroy();
+  await waitFor(() => h.fake.aborted === 1, "the fake to see the call in flight aborted");
+  await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
+  await server.close();
 }
 
 /** Polls a condition on the event loop (no sleeps with a fixed length, no timing assertions). */

@@ -1,7 +1,6 @@
-import { request as httpRequest } from "node:http";
 import request from "supertest";
 import { FakeUpstream } from "./fake-upstream/server";
-import { type Harness, harness, listen, waitFor } from "./helpers";
+import { disconnectDuringFirstCall, type Harness, harness, waitFor } from "./helpers";
 
 const nouls = (n: number, prefix = "n") =>
   Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, { type: "noul", instructions: "Is it?" }]));
@@ -116,21 +115,8 @@ describe.each([
 
   it("a client that disconnects aborts its in-flight call and its other calls never reach the upstream", async () => {
     h = await harness({ sharedRedis, maxInflight: 2, questionsPerCall: 1 });
-    const server = await listen(h);
-    h.fake.holding = true;
-    const body = JSON.stringify(payload(5));
-    const req = httpRequest(`${server.url}/v1/systemone`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-    });
-    req.on("error", () => {});
-    req.end(body);
-    await waitFor(() => h.fake.inflight === 1, "the request's first call in flight");
-    req.destroy();
-    await waitFor(() => h.fake.aborted === 1, "the fake to see the call in flight aborted");
-    await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
+    await disconnectDuringFirstCall(h, payload(5));
     expect(h.fake.calls).toBe(1);
-    await server.close();
   });
 });
 

@@ -4,7 +4,7 @@ import type { Express } from "express";
 import request from "supertest";
 import { recorder, todosOpenApi } from "./setup/openapi-responses";
 import { holdWrites } from "./support/postgres";
-import { appWith, buildApp, STORAGE_MODES, type StorageLocation, type TestApp } from "./support/storage-modes";
+import { appWith, STORAGE_MODES, suiteApp } from "./support/storage-modes";
 
 const ISO = expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
 const UUID = expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
@@ -21,18 +21,7 @@ const NON_OBJECTS: [string, string][] = [
 ];
 
 describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
-  let location: StorageLocation;
-  let t: TestApp;
-
-  beforeAll(async () => {
-    location = await mode.locate();
-    t = await buildApp(location.options);
-  });
-
-  afterAll(async () => {
-    await t?.repository.close();
-    await location?.dispose();
-  });
+  const t = suiteApp(mode);
 
   // Each test works on its own users, so one app per storage mode is shared safely.
   const newUser = () => `user-${randomUUID()}`;
@@ -400,7 +389,7 @@ describe.each(STORAGE_MODES)("todos API on $name", (mode) => {
       for (const title of ["a", "b", "c"]) await post(app, user, title).expect(201);
       // On PostgreSQL the ten statements are held at the table until all ten have arrived (the pool has 10
       // connections), then start together. PGlite runs one statement at a time anyway.
-      const url = location.options.databaseUrl;
+      const url = t.options.databaseUrl;
       const held = url === undefined ? undefined : await holdWrites(url);
       let answers: request.Response[];
       try {

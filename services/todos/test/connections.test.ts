@@ -1,4 +1,4 @@
-import { connect } from "node:net";
+import { trickle } from "@localdecider/test-env/trickle";
 import { startService } from "./support/service-process";
 import { postgresMode, type StorageLocation } from "./support/storage-modes";
 
@@ -18,30 +18,6 @@ describe("the built service's connection limits", () => {
     await location?.dispose();
   });
 
-  /** Sends `first`, then a byte every 100 ms (at most 40: a server that never closes fails the test). */
-  function trickle(port: number, first: string): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const socket = connect(port, "127.0.0.1", () => socket.write(first));
-      let text = "";
-      let sent = 0;
-      const drip = setInterval(() => {
-        if (sent++ >= 40) {
-          clearInterval(drip);
-          socket.destroy();
-          reject(new Error("todos kept a trickling connection open"));
-        } else socket.write("a");
-      }, 100);
-      socket.on("data", (chunk) => {
-        text += String(chunk);
-      });
-      socket.on("error", () => undefined);
-      socket.on("close", () => {
-        clearInterval(drip);
-        resolve(text);
-      });
-    });
-  }
-
   it("answers 408 and closes connections that trickle their headers or their body", async () => {
     const service = await startService({
       PATH: process.env.PATH ?? "",
@@ -54,10 +30,11 @@ describe("the built service's connection limits", () => {
     });
     try {
       const [headers, body] = await Promise.all([
-        trickle(service.port, "GET /users/alice/todos HTTP/1.1\r\nHost: localhost\r\nX-Slow: "),
+        trickle(service.port, "GET /users/alice/todos HTTP/1.1\r\nHost: localhost\r\nX-Slow: ", "todos"),
         trickle(
           service.port,
           "POST /users/alice/todos HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
+          "todos",
         ),
       ]);
       expect([headers, body].map((text) => text.split("\r\n")[0])).toStrictEqual([

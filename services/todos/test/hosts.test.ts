@@ -6,14 +6,7 @@ import { SignJWT } from "jose";
 import request from "supertest";
 import { createJwtAuth } from "../src/http/auth";
 import { startService } from "./support/service-process";
-import {
-  appWith,
-  buildApp,
-  postgresMode,
-  STORAGE_MODES,
-  type StorageLocation,
-  type TestApp,
-} from "./support/storage-modes";
+import { appWith, postgresMode, STORAGE_MODES, type StorageLocation, suiteApp } from "./support/storage-modes";
 
 // DNS rebinding: a page on the attacker's name, its DNS record switched to 127.0.0.1, reads and writes
 // through the user's browser whatever the service answers. The browser sends the attacker's name as Host.
@@ -21,18 +14,7 @@ const REBOUND = "rebind.attacker.example";
 const REFUSED = { error: TODO_MESSAGES.hostNotAllowed };
 
 describe.each(STORAGE_MODES)("the Host check with sign-in off (the default), on $name", (mode) => {
-  let location: StorageLocation;
-  let t: TestApp;
-
-  beforeAll(async () => {
-    location = await mode.locate();
-    t = await buildApp(location.options);
-  });
-
-  afterAll(async () => {
-    await t?.repository.close();
-    await location?.dispose();
-  });
+  const t = suiteApp(mode);
 
   const aliceItems = async () => (await request(t.app).get("/users/alice/todos").expect(200)).body.todoItems;
 
@@ -91,18 +73,7 @@ describe("the Host check with sign-in on", () => {
   const SECRET = randomBytes(32).toString("base64url");
   const ISSUER = "https://issuer.test";
   const AUDIENCE = "todos-api";
-  let location: StorageLocation;
-  let t: TestApp;
-
-  beforeAll(async () => {
-    location = await postgresMode.locate();
-    t = await buildApp(location.options);
-  });
-
-  afterAll(async () => {
-    await t?.repository.close();
-    await location?.dispose();
-  });
+  const t = suiteApp(postgresMode);
 
   const auth = () => createJwtAuth({ keys: { secret: SECRET }, issuer: ISSUER, audience: AUDIENCE });
   const bearer = async (sub: string) => {
@@ -203,19 +174,8 @@ describe("the built service process", () => {
 });
 
 describe.each(STORAGE_MODES)("CORS (TODOS_CORS_ORIGINS), on $name", (mode) => {
-  let location: StorageLocation;
-  let t: TestApp;
+  const t = suiteApp(mode);
   const APP = "https://app.example.com";
-
-  beforeAll(async () => {
-    location = await mode.locate();
-    t = await buildApp(location.options);
-  });
-
-  afterAll(async () => {
-    await t?.repository.close();
-    await location?.dispose();
-  });
 
   it("with an origin listed, a page there may preflight and read a create's answer and its Location", async () => {
     const app = appWith(t.repository, { corsOrigins: [APP] });

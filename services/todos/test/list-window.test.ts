@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Express } from "express";
 import request from "supertest";
 import type { TodoRepository } from "../src/storage/repository";
-import { appWith, buildApp, STORAGE_MODES, type StorageLocation, type TestApp } from "./support/storage-modes";
+import { appWith, STORAGE_MODES, suiteApp } from "./support/storage-modes";
 
 interface Item {
   id: string;
@@ -43,18 +43,7 @@ async function seed(repository: TodoRepository, userId: string, count: number, t
 }
 
 describe.each(STORAGE_MODES)("list windows on $name", (mode) => {
-  let location: StorageLocation;
-  let t: TestApp;
-
-  beforeAll(async () => {
-    location = await mode.locate();
-    t = await buildApp(location.options);
-  });
-
-  afterAll(async () => {
-    await t?.repository.close();
-    await location?.dispose();
-  });
+  const t = suiteApp(mode);
 
   const newUser = () => `user-${randomUUID()}`;
   /** The whole list in storage, in the API's order. */

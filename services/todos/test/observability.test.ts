@@ -3,14 +3,7 @@ import { join } from "node:path";
 import { metricSample, validateOpenApi31 } from "@localdecider/service-kit/test-utils";
 import request from "supertest";
 import { todosOpenApi } from "./setup/openapi-responses";
-import {
-  buildApp,
-  pgliteMode,
-  postgresMode,
-  type StorageLocation,
-  type StorageMode,
-  type TestApp,
-} from "./support/storage-modes";
+import { pgliteMode, postgresMode, suiteApp, type TestApp } from "./support/storage-modes";
 
 const scrape = async (t: TestApp) => {
   const res = await request(t.app).get("/metrics").expect(200);
@@ -18,31 +11,16 @@ const scrape = async (t: TestApp) => {
   return res.text;
 };
 
-function withApp(mode: StorageMode): () => TestApp {
-  let location: StorageLocation;
-  let t: TestApp;
-  beforeAll(async () => {
-    location = await mode.locate();
-    t = await buildApp(location.options);
-  });
-  afterAll(async () => {
-    await t?.repository.close();
-    await location?.dispose();
-  });
-  return () => t;
-}
-
 // One PGlite app for the PGlite and document tests (each opening costs about two seconds on 2 cores).
-const app = withApp(pgliteMode);
+const pglite = suiteApp(pgliteMode);
 
 describe("GET /metrics on PGlite", () => {
   it("counts requests by route pattern and status, and each query in the database histogram", async () => {
-    const t = app();
-    await request(t.app).post("/users/metrics-user/todos").send({ title: "x" }).expect(201);
-    await request(t.app).get("/users/metrics-user/todos").expect(200);
-    await request(t.app).get("/users/other-user/todos").expect(200);
-    await request(t.app).get("/no/such/route").expect(404);
-    const text = await scrape(t);
+    await request(pglite.app).post("/users/metrics-user/todos").send({ title: "x" }).expect(201);
+    await request(pglite.app).get("/users/metrics-user/todos").expect(200);
+    await request(pglite.app).get("/users/other-user/todos").expect(200);
+    await request(pglite.app).get("/no/such/route").expect(404);
+    const text = await scrape(pglite);
     const list = { method: "GET", route: "/users/:userId/todos", status: "200", service: "todos" };
     expect(metricSample(text, "http_requests_total", list)).toBe(2);
     expect(metricSample(text, "http_request_duration_seconds_count", list)).toBe(2);
@@ -62,12 +40,11 @@ describe("GET /metrics on PGlite", () => {
 });
 
 describe("GET /metrics on PostgreSQL", () => {
-  const postgresApp = withApp(postgresMode);
+  const postgres = suiteApp(postgresMode);
 
   it("shows the connection pool's figures next to the query histogram", async () => {
-    const t = postgresApp();
-    await request(t.app).get("/users/pool-user/todos").expect(200);
-    const text = await scrape(t);
+    await request(postgres.app).get("/users/pool-user/todos").expect(200);
+    const text = await scrape(postgres);
     expect(
       metricSample(text, "todos_db_query_duration_seconds_count", { operation: "todoItem.findMany", outcome: "ok" }),
     ).toBe(1);
@@ -79,7 +56,7 @@ describe("GET /metrics on PostgreSQL", () => {
 
 describe("GET /openapi.json and GET /docs", () => {
   it("serves an OpenAPI 3.1 document built from the route table that the official schema accepts", async () => {
-    const res = await request(app().app).get("/openapi.json").expect(200);
+    const res = await request(pglite.app).get("/openapi.json").expect(200);
     expect(res.body).toStrictEqual(todosOpenApi());
     expect(res.body.info.version).toBe(JSON.parse(readFileSync(join(__dirname, "../package.json"), "utf8")).version);
     expect(await validateOpenApi31(res.body)).toStrictEqual({ valid: true, report: expect.anything() });
@@ -93,9 +70,9 @@ describe("GET /openapi.json and GET /docs", () => {
   });
 
   it("serves the interactive reference at /docs from this server only", async () => {
-    const res = await request(app().app).get("/docs").expect(200);
+    const res = await request(pglite.app).get("/docs").expect(200);
     expect(res.headers["content-type"]).toMatch(/^text\/html/);
     expect(res.text).toContain('<script src="docs/init.js"></script>');
-    expect((await request(app().app).get("/docs/init.js").expect(200)).text).toContain('url: "openapi.json"');
+    expect((await request(pglite.app).get("/docs/init.js").expect(200)).text).toContain('url: "openapi.json"');
   });
 });

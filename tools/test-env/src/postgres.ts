@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { cacheDir, type NpmPackage, unpackNpmPackage } from "./npm-package";
+import { freePort } from "./ports";
 import { sayer } from "./say";
 
 const run = promisify(execFile);
@@ -182,17 +183,6 @@ async function hydrateSymlinks(dir: string): Promise<void> {
     const from = path.join(dir, target);
     if (!existsSync(from)) await symlink(path.relative(path.dirname(from), path.join(dir, source)), from);
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address() as net.AddressInfo;
-      server.close(() => resolve(address.port));
-    });
-  });
 }
 
 async function startEmbedded(url: URL, say: (m: string) => void, cache: string): Promise<PostgresServer> {

@@ -22,6 +22,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { cacheDir } from "./npm-package";
+import { freePort } from "./ports";
 import { spawnTracked, stopChild } from "./processes";
 import { sayer } from "./say";
 
@@ -265,17 +266,6 @@ export async function ensureRedisPrograms(
     env: { LD_LIBRARY_PATH: debianLibraryPath(root) },
     source: "debian packages",
   };
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address() as net.AddressInfo;
-      server.close(() => resolve(address.port));
-    });
-  });
 }
 
 /** A started redis-server: loopback only, nothing on disk, killed with this process if it dies first. */

@@ -22,11 +22,11 @@
  * Run: node dist/.bench/bench/gpu/shaped-model.js <qwen2.5-1.5b|qwen2.5-7b|small> <file.gguf>
  */
 import crypto from "node:crypto";
-import { GgufWriter, toF16 } from "../../src/engine/demo/gguf-writer";
+import { toF16 } from "../../src/engine/demo/gguf-writer";
 import {
   CHATML_TEMPLATE,
   loadQwen25Vocab,
-  QWEN_TOKENS,
+  qwen2Header,
   randomTensor,
   resolveBias,
 } from "../../src/engine/demo/tiny-model";
@@ -146,29 +146,13 @@ export function writeShapedModel(file: string, shape: Shape): number {
   const rmsWith = (std: number) => Math.sqrt((ANCHOR * ANCHOR + free * std * std) / D);
   const f32 = (name: string, length: number, std: number) => randomTensor(7, name, length, std);
 
-  const gguf = new GgufWriter()
-    .string("general.architecture", "qwen2")
-    .string("general.name", `random-qwen2-${D}x${layers}`)
-    .uint32("general.file_type", 1)
-    .uint32("general.alignment", 32)
-    .uint32("qwen2.context_length", shape.contextLength ?? CONTEXT_LENGTH)
-    .uint32("qwen2.embedding_length", D)
-    .uint32("qwen2.block_count", layers)
-    .uint32("qwen2.feed_forward_length", FF)
-    .uint32("qwen2.attention.head_count", heads)
-    .uint32("qwen2.attention.head_count_kv", kvHeads)
-    .float32("qwen2.rope.freq_base", 1e6)
-    .float32("qwen2.attention.layer_norm_rms_epsilon", 1e-6)
-    .string("tokenizer.ggml.model", "gpt2")
-    .string("tokenizer.ggml.pre", "qwen2")
-    .stringArray("tokenizer.ggml.tokens", vocab.tokens)
-    .int32Array("tokenizer.ggml.token_type", vocab.types)
-    .stringArray("tokenizer.ggml.merges", vocab.merges)
-    .uint32("tokenizer.ggml.eos_token_id", QWEN_TOKENS.imEnd)
-    .uint32("tokenizer.ggml.padding_token_id", QWEN_TOKENS.endOfText)
-    .uint32("tokenizer.ggml.bos_token_id", QWEN_TOKENS.endOfText)
-    .bool("tokenizer.ggml.add_bos_token", false)
-    .string("tokenizer.chat_template", CHATML_TEMPLATE);
+  const gguf = qwen2Header({
+    name: `random-qwen2-${D}x${layers}`,
+    contextLength: shape.contextLength ?? CONTEXT_LENGTH,
+    shape,
+    vocab,
+    chatTemplate: CHATML_TEMPLATE,
+  });
 
   gguf.encodedTensor("token_embd.weight", [D, V], "f16", () =>
     withFirstColumn("token_embd", V, D, EMBEDDING_STD, () => ANCHOR),

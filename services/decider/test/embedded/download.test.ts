@@ -1,5 +1,4 @@
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";
@@ -10,7 +9,8 @@ import { PercentGate } from "../../src/engine/progress";
 import { tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger, deciderOver, waitFor } from "../helpers";
 import { freePort } from "../shared/processes";
-import { ModelFileServer, readModel, sha256 } from "./model-server";
+import { type ModelFileServer, readModel, sha256 } from "./model-server";
+import { serverAndDirPerTest } from "./per-test-server";
 
 /**
  * The model download against a real HTTP server on loopback that serves the tiny GGUF the tests write:
@@ -26,14 +26,9 @@ const fast = { attempts: 3, backoffMs: 10 };
 
 let server: ModelFileServer;
 let dir: string;
-beforeEach(async () => {
-  server = new ModelFileServer();
-  await server.start();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "decider-models-"));
-});
-afterEach(async () => {
-  await server.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
+serverAndDirPerTest("decider-models-", (s, d) => {
+  server = s;
+  dir = d;
 });
 
 describe("downloadFile", () => {

@@ -1,5 +1,4 @@
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import request from "supertest";
 import { embeddedBackend } from "../../src/backend";
@@ -8,7 +7,8 @@ import { type ModelSource, parseModelSource } from "../../src/engine/model-sourc
 import { ANSWER_MODEL } from "../engine/answer-model";
 import { tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger, deciderOver, waitFor } from "../helpers";
-import { ModelFileServer, readModel, sha256 } from "./model-server";
+import { type ModelFileServer, readModel, sha256 } from "./model-server";
+import { serverAndDirPerTest } from "./per-test-server";
 
 /**
  * The embedded engine's model before it is loaded: a URL's credentials are used and shown nowhere; a file
@@ -30,14 +30,9 @@ const fast = { attempts: 2, backoffMs: 10 };
 
 let server: ModelFileServer;
 let dir: string;
-beforeEach(async () => {
-  server = new ModelFileServer();
-  await server.start();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "decider-checks-"));
-});
-afterEach(async () => {
-  await server.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
+serverAndDirPerTest("decider-checks-", (s, d) => {
+  server = s;
+  dir = d;
 });
 
 function embeddedFor(

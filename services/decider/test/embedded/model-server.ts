@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createTlsServer } from "node:https";
-import type { AddressInfo } from "node:net";
 import { gzipSync } from "node:zlib";
+import { closeAbruptly, listenOnLoopback } from "../loopback-server";
 
 /** How the model server answers one path. */
 export interface ServedFile {
@@ -72,16 +72,15 @@ export class ModelFileServer {
   async start(): Promise<string> {
     const handler = (req: IncomingMessage, res: ServerResponse) => this.handle(req, res);
     this.server = this.tls === undefined ? createServer(handler) : createTlsServer(this.tls, handler);
-    await new Promise<void>((resolve) => this.server?.listen(0, "127.0.0.1", resolve));
+    const port = await listenOnLoopback(this.server);
     const scheme = this.tls === undefined ? "http" : "https";
-    this.url = `${scheme}://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = `${scheme}://127.0.0.1:${port}`;
     return this.url;
   }
 
   async stop(): Promise<void> {
     this.release();
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    await closeAbruptly(this.server);
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {

@@ -1,14 +1,13 @@
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { spawnTracked } from "@localdecider/test-env/processes";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
 import { type ModelSource, parseModelSource } from "../../src/engine/model-source";
 import { tinyModelPath } from "../engine/tiny-model";
 import { capturingLogger } from "../helpers";
-import { DeciderProcess, freePort } from "../shared/processes";
+import { DeciderProcess, freePort, startFailing } from "../shared/processes";
 import { ConnectProxy } from "./connect-proxy";
 import { ModelFileServer, readModel, sha256 } from "./model-server";
+import { serverAndDirPerTest } from "./per-test-server";
 
 /**
  * Where the embedded engine's model comes from, and what the user is told when it cannot come: a path that is
@@ -19,7 +18,6 @@ import { ModelFileServer, readModel, sha256 } from "./model-server";
 
 jest.setTimeout(120_000);
 
-const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
 const model = readModel(tinyModelPath());
 const HASH = sha256(model);
 const TOKEN = "hf_testtoken123";
@@ -27,28 +25,10 @@ const fast = { attempts: 1, backoffMs: 10 };
 
 let server: ModelFileServer;
 let dir: string;
-beforeEach(async () => {
-  server = new ModelFileServer();
-  await server.start();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "decider-sources-"));
+serverAndDirPerTest("decider-sources-", (s, d) => {
+  server = s;
+  dir = d;
 });
-afterEach(async () => {
-  await server.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
-
-/** The built service with this environment, which must stop at once: its exit code and stderr. */
-function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawnTracked(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let stderr = "";
-  child.stderr?.on("data", (c: Buffer) => {
-    stderr += c.toString();
-  });
-  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stderr: stderr.trim() })));
-}
 
 const failed = (message: string) => `decider failed to start: ${message}`;
 

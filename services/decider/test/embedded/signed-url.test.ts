@@ -1,5 +1,4 @@
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import type { Logger } from "@localdecider/service-kit";
 import request from "supertest";
@@ -7,7 +6,8 @@ import { embeddedBackend } from "../../src/backend";
 import { EmbeddedUpstream } from "../../src/engine/embedded-upstream";
 import { type ModelSource, parseModelSource } from "../../src/engine/model-source";
 import { capturingLogger, deciderOver, waitFor } from "../helpers";
-import { ModelFileServer } from "./model-server";
+import type { ModelFileServer } from "./model-server";
+import { serverAndDirPerTest } from "./per-test-server";
 
 /**
  * A signed model URL (`LOCALDECIDER_MODEL=https://…/model.gguf?X-Amz-Signature=…`): its query is a secret as
@@ -23,14 +23,9 @@ const SECRETS = [SIGNATURE, CREDENTIAL, decodeURIComponent(CREDENTIAL), "X-Amz",
 
 let server: ModelFileServer;
 let dir: string;
-beforeEach(async () => {
-  server = new ModelFileServer();
-  await server.start();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "decider-signed-"));
-});
-afterEach(async () => {
-  await server.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
+serverAndDirPerTest("decider-signed-", (s, d) => {
+  server = s;
+  dir = d;
 });
 
 function engineFor(source: ModelSource, logger: Logger): EmbeddedUpstream {

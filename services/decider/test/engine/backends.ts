@@ -1,10 +1,13 @@
 import type { ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import { createServer } from "node:net";
 import path from "node:path";
+import { freePort } from "@localdecider/test-env/ports";
 import { spawnTracked } from "@localdecider/test-env/processes";
 import type { TinyEngine } from "./engine";
 import { type ChatMessage, EngineUpstream, renderChatML } from "./engine-upstream";
+
+// Also here for the tests and benches that take their backends from this file.
+export { freePort };
 
 /** An OpenAI-compatible model server the decider's tests can call, and the prompt it evaluates. */
 export interface AnswerBackend {
@@ -29,14 +32,6 @@ export async function engineBackend(engine: TinyEngine, model = "tiny.gguf"): Pr
   const upstream = new EngineUpstream(engine, model);
   const url = await upstream.start();
   return { url, model, promptOf: async (messages) => renderChatML(messages), stop: () => upstream.stop() };
-}
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /**

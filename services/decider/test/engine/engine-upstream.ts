@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { closeAbruptly, listenOnLoopback } from "../loopback-server";
 import type { TinyEngine } from "./engine";
 
 /** A chat message as the OpenAI chat API carries it. */
@@ -60,13 +60,11 @@ export class EngineUpstream {
     this.server = createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => send(res, 500, { error: { code: 500, message: String(err) } }));
     });
-    await new Promise<void>((resolve) => this.server?.listen(0, "127.0.0.1", resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `http://127.0.0.1:${await listenOnLoopback(this.server)}`;
   }
 
   async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    await closeAbruptly(this.server);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { closeAbruptly, listenOnLoopback } from "../loopback-server";
 
 /**
  * A fake native System One server on a real port: llama.cpp's `llama-server` serving a decision model, as its
@@ -155,20 +155,17 @@ export class FakeSystemOne {
         if (!res.headersSent) send(res, 500, { error: { code: 500, message: String(err), type: "server_error" } });
       });
     });
-    await new Promise<void>((resolve) => this.server?.listen(port, "127.0.0.1", resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `http://127.0.0.1:${await listenOnLoopback(this.server, port)}`;
   }
 
   async stop(): Promise<void> {
     this.release();
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    await closeAbruptly(this.server);
   }
 
   /** Dies: connections cut, nothing listens until start() again. */
   async crash(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    await closeAbruptly(this.server);
   }
 
   release(): void {

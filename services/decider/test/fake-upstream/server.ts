@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { renderChatML } from "../engine/engine-upstream";
+import { closeAbruptly, listenOnLoopback } from "../loopback-server";
 
 /**
  * A fake OpenAI-compatible model server on a real port. A call is a probe: the prompt lists questions and
@@ -166,14 +166,12 @@ export class FakeUpstream {
         res.end(String(err));
       });
     });
-    await new Promise<void>((resolve) => this.server?.listen(port, "127.0.0.1", resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `http://127.0.0.1:${await listenOnLoopback(this.server, port)}`;
   }
 
   async stop(): Promise<void> {
     this.release();
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    await closeAbruptly(this.server);
   }
 
   /**
@@ -181,8 +179,7 @@ export class FakeUpstream {
    * nothing listens any more (new calls are refused) until start() again.
    */
   async crash(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+    await closeAbruptly(this.server);
   }
 
   release(): void {

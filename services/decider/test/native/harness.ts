@@ -1,5 +1,5 @@
 import { FakeSystemOne, type SystemOneFlavour } from "../fake-systemone/server";
-import { type DeciderUnderTest, deciderFor, type HarnessOptions } from "../helpers";
+import { type DeciderUnderTest, deciderInFrontOf, type HarnessOptions } from "../helpers";
 
 /** The real app in front of a fake native System One server on a real port. */
 export interface NativeHarness extends DeciderUnderTest {
@@ -19,22 +19,7 @@ export async function nativeHarness(
     models: options.models ?? [options.upstreamModel ?? "test-model"],
   });
   options.setup?.(fake);
-  const upstream = await fake.start();
-  const d = deciderFor(upstream, options);
-  // The shared limits admit nothing before their first heartbeat reached Redis.
-  for (let i = 0; options.sharedRedis === true && (await d.limiter.unavailable()) !== undefined; i++) {
-    if (i === 200) throw new Error("the machine's Redis (127.0.0.1:6379) does not answer");
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return {
-    ...d,
-    fake,
-    upstream,
-    close: async () => {
-      await fake.stop();
-      await d.close();
-    },
-  };
+  return deciderInFrontOf(fake, options);
 }
 
 /** A body of `n` questions cycling noul, a choice of 3 and a score of 4, named q0..q(n-1). */

@@ -1,9 +1,8 @@
-import { request as httpRequest } from "node:http";
 import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
 import { serversBackend } from "../../src/backend";
 import { FakeSystemOne } from "../fake-systemone/server";
-import { type DeciderUnderTest, deciderOver, listen, modelServer, waitFor } from "../helpers";
+import { type DeciderUnderTest, deciderOver, disconnectDuringFirstCall, modelServer, waitFor } from "../helpers";
 import { mixedQuestions, type NativeHarness, nativeHarness } from "./harness";
 
 const body = (n: number, state = "A ticket.") => ({ model: "localdecider", state, questions: mixedQuestions(n) });
@@ -74,21 +73,8 @@ describe.each([false, true])("native calls under the limits (shared through Redi
   it("a client that disconnects aborts its call in flight, and its other calls never reach the server", async () => {
     h = await nativeHarness({ sharedRedis, maxInflight: 2, questionsPerCall: 1 });
     expect((await request(h.app).get("/ready")).status).toBe(200);
-    const server = await listen(h);
-    h.fake.holding = true;
-    const text = JSON.stringify(body(5));
-    const req = httpRequest(`${server.url}/v1/systemone`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) },
-    });
-    req.on("error", () => {});
-    req.end(text);
-    await waitFor(() => h.fake.inflight === 1, "the request's first call in flight");
-    req.destroy();
-    await waitFor(() => h.fake.aborted === 1, "the fake to see the call in flight aborted");
-    await waitFor(() => h.limiter.counts().queued === 0 && h.limiter.counts().running === 0, "the queue to drain");
+    await disconnectDuringFirstCall(h, body(5));
     expect(h.fake.calls).toBe(1);
-    await server.close();
   });
 });
 

@@ -13,6 +13,22 @@ export { TEST_REDIS } from "../helpers";
 
 const MAIN = path.join(__dirname, "..", "..", "dist", "main.js");
 
+/**
+ * The built service with this environment, for a start that must fail: its exit code and its stderr (trimmed),
+ * where it says why.
+ */
+export function startFailing(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const child = spawnTracked(process.execPath, [MAIN], {
+    env: { PATH: process.env.PATH, LOCALDECIDER_PORT: "0", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (c: Buffer) => {
+    stderr += c.toString();
+  });
+  return new Promise((resolve) => child.on("close", (code) => resolve({ code, stderr: stderr.trim() })));
+}
+
 /** The built service (`dist/main.js`, as `pnpm start` runs it) in server mode, in a process of its own. */
 export class DeciderProcess {
   url = "";

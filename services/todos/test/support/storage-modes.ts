@@ -89,3 +89,43 @@ export function appWith(
     hooks: { beforeRoutes: (a) => a.use(recorderFor(() => todosOpenApi({ auth: deps.auth, hostCheck }))) },
   });
 }
+
+/** A suite's app, with the storage options it was opened with (e.g. to reach the same database directly). */
+export interface SuiteApp extends TestApp {
+  options: StorageOptions;
+}
+
+/**
+ * The app of the enclosing describe (or file) over `mode`: built in a beforeAll, its repository closed and its
+ * storage thrown away in an afterAll. What it returns reads the app when a test runs, since it exists only once
+ * the beforeAll has (a hook registered after this one may already use it).
+ */
+export function suiteApp(mode: StorageMode): SuiteApp {
+  let location: StorageLocation | undefined;
+  let built: TestApp | undefined;
+  beforeAll(async () => {
+    location = await mode.locate();
+    built = await buildApp(location.options);
+  });
+  afterAll(async () => {
+    await built?.repository.close();
+    await location?.dispose();
+  });
+  const current = (): { location: StorageLocation; built: TestApp } => {
+    if (location === undefined || built === undefined) {
+      throw new Error(`the ${mode.name} app is not built yet: use it inside a hook or test`);
+    }
+    return { location, built };
+  };
+  return {
+    get app() {
+      return current().built.app;
+    },
+    get repository() {
+      return current().built.repository;
+    },
+    get options() {
+      return current().location.options;
+    },
+  };
+}

@@ -283,6 +283,47 @@ const ANCHOR = 1;
 const EMBEDDING_STD = 0.002;
 /** Each attention and feed-forward block adds about this much (relative) to the random part. */
 const BLOCK_GAIN = 1;
+/** What a random Qwen2 model's GGUF header says of it, besides what every such model shares. */
+export interface Qwen2Header {
+  name: string;
+  contextLength: number;
+  /** Its sizes, as TINY_MODEL_SHAPE names them. */
+  shape: { embedding: number; layers: number; feedForward: number; heads: number; kvHeads: number };
+  vocab: Vocab;
+  chatTemplate: string;
+}
+
+/**
+ * A GGUF writer holding the metadata of a Qwen2 model (llama.cpp's `qwen2` architecture) with Qwen2.5's RoPE
+ * base, RMSNorm epsilon and tokenizer, ready for its tensors: the tiny model's, and the benchmark's models of
+ * real sizes (bench/gpu/shaped-model.ts), are read by llama.cpp as the same kind of model.
+ */
+export function qwen2Header(model: Qwen2Header): GgufWriter {
+  return new GgufWriter()
+    .string("general.architecture", "qwen2")
+    .string("general.name", model.name)
+    .uint32("general.file_type", 1) // mostly F16 (token_embd); the rest is F32
+    .uint32("general.alignment", 32)
+    .uint32("qwen2.context_length", model.contextLength)
+    .uint32("qwen2.embedding_length", model.shape.embedding)
+    .uint32("qwen2.block_count", model.shape.layers)
+    .uint32("qwen2.feed_forward_length", model.shape.feedForward)
+    .uint32("qwen2.attention.head_count", model.shape.heads)
+    .uint32("qwen2.attention.head_count_kv", model.shape.kvHeads)
+    .float32("qwen2.rope.freq_base", TINY_MODEL_SHAPE.ropeTheta)
+    .float32("qwen2.attention.layer_norm_rms_epsilon", TINY_MODEL_SHAPE.rmsEpsilon)
+    .string("tokenizer.ggml.model", "gpt2")
+    .string("tokenizer.ggml.pre", "qwen2")
+    .stringArray("tokenizer.ggml.tokens", model.vocab.tokens)
+    .int32Array("tokenizer.ggml.token_type", model.vocab.types)
+    .stringArray("tokenizer.ggml.merges", model.vocab.merges)
+    .uint32("tokenizer.ggml.eos_token_id", QWEN_TOKENS.imEnd)
+    .uint32("tokenizer.ggml.padding_token_id", QWEN_TOKENS.endOfText)
+    .uint32("tokenizer.ggml.bos_token_id", QWEN_TOKENS.endOfText)
+    .bool("tokenizer.ggml.add_bos_token", false)
+    .string("tokenizer.chat_template", model.chatTemplate);
+}
+
 /**
  * Scale of the attention scores q.k/sqrt(d) (their std is several times this): sharp attention picks out
  * a few tokens by content and position, so prompts that end alike still get different distributions.
@@ -307,29 +348,13 @@ export function writeTinyModel(file: string, options: TinyModelOptions = DEFAULT
   /** RMS of a hidden state with the anchor and `std` in the other dimensions. */
   const rmsWith = (std: number) => Math.sqrt((ANCHOR * ANCHOR + free * std * std) / D);
 
-  const gguf = new GgufWriter()
-    .string("general.architecture", "qwen2")
-    .string("general.name", "tiny-qwen2-random")
-    .uint32("general.file_type", 1) // mostly F16 (token_embd); the rest is F32
-    .uint32("general.alignment", 32)
-    .uint32("qwen2.context_length", options.contextLength ?? TINY_MODEL_SHAPE.contextLength)
-    .uint32("qwen2.embedding_length", D)
-    .uint32("qwen2.block_count", layers)
-    .uint32("qwen2.feed_forward_length", FF)
-    .uint32("qwen2.attention.head_count", heads)
-    .uint32("qwen2.attention.head_count_kv", kvHeads)
-    .float32("qwen2.rope.freq_base", TINY_MODEL_SHAPE.ropeTheta)
-    .float32("qwen2.attention.layer_norm_rms_epsilon", TINY_MODEL_SHAPE.rmsEpsilon)
-    .string("tokenizer.ggml.model", "gpt2")
-    .string("tokenizer.ggml.pre", "qwen2")
-    .stringArray("tokenizer.ggml.tokens", vocab.tokens)
-    .int32Array("tokenizer.ggml.token_type", vocab.types)
-    .stringArray("tokenizer.ggml.merges", vocab.merges)
-    .uint32("tokenizer.ggml.eos_token_id", QWEN_TOKENS.imEnd)
-    .uint32("tokenizer.ggml.padding_token_id", QWEN_TOKENS.endOfText)
-    .uint32("tokenizer.ggml.bos_token_id", QWEN_TOKENS.endOfText)
-    .bool("tokenizer.ggml.add_bos_token", false)
-    .string("tokenizer.chat_template", options.chatTemplate ?? CHATML_TEMPLATE);
+  const gguf = qwen2Header({
+    name: "tiny-qwen2-random",
+    contextLength: options.contextLength ?? TINY_MODEL_SHAPE.contextLength,
+    shape: TINY_MODEL_SHAPE,
+    vocab,
+    chatTemplate: options.chatTemplate ?? CHATML_TEMPLATE,
+  });
 
   // token_embd is only looked up (get_rows), so F16 halves its size without touching the logits' precision.
   gguf.tensor("token_embd.weight", [D, V], "f16", () => {

@@ -1,0 +1,15 @@
+/**
+ * A small seeded generator (mulberry32) of numbers in [0, 1), for randomised tests: a failing case can be
+ * replayed from the seed the test prints. tools/decider-eval keeps its own copy (src/random.ts): it is a
+ * command of its own and does not depend on this package.
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
