@@ -19,7 +19,7 @@ import { completionBody } from "../src/upstream/llama-packed";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { detectServer } from "../src/upstream/server-profile";
 import { cpuNs, startDecider, startFakeUpstream } from "./processes";
-import { quantile, questions } from "./workload";
+import { lineThrough, quantile, questions } from "./workload";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 const SIZES = [1, 16, 100];
@@ -78,17 +78,6 @@ async function callsOf(upstream: string, flavour: Flavour, n: number): Promise<C
     ]);
   }
   return prompts;
-}
-
-/** p50 and the slope fit of added milliseconds over upstream calls. */
-function lineThrough(points: { calls: number; added: number }[]): { perRequest: number; perCall: number } {
-  const n = points.length;
-  const mx = points.reduce((s, p) => s + p.calls, 0) / n;
-  const my = points.reduce((s, p) => s + p.added, 0) / n;
-  const sxy = points.reduce((s, p) => s + (p.calls - mx) * (p.added - my), 0);
-  const sxx = points.reduce((s, p) => s + (p.calls - mx) ** 2, 0);
-  const perCall = sxy / sxx;
-  return { perRequest: my - perCall * mx, perCall };
 }
 
 async function measure(flavour: Flavour): Promise<string> {

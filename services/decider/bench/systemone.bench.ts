@@ -19,7 +19,7 @@ import { createHttpTransport } from "../src/upstream/http-fetch";
 import { documentedOptionLimit, wireBody } from "../src/upstream/systemone-upstream";
 import { stopProcess } from "../test/engine/backends";
 import { firstLine, startDecider } from "./processes";
-import { quantile, questions } from "./workload";
+import { lineThrough, quantile, questions } from "./workload";
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1600);
 const SIZES = [1, 16, 100];
@@ -52,17 +52,6 @@ function callsOf(n: number): string[] {
   return plan.firstRound.map((parts) =>
     JSON.stringify(wireBody({ model: MODEL, state: STATE, questions: parts.map(nativeQuestionOf) }, "llama.cpp")),
   );
-}
-
-/** The straight line through (calls, added): the part per request and the part per upstream call. */
-function lineThrough(points: { calls: number; added: number }[]): { perRequest: number; perCall: number } {
-  const n = points.length;
-  const mx = points.reduce((s, p) => s + p.calls, 0) / n;
-  const my = points.reduce((s, p) => s + p.added, 0) / n;
-  const sxy = points.reduce((s, p) => s + (p.calls - mx) * (p.added - my), 0);
-  const sxx = points.reduce((s, p) => s + (p.calls - mx) ** 2, 0);
-  const perCall = sxy / sxx;
-  return { perRequest: my - perCall * mx, perCall };
 }
 
 async function main(): Promise<void> {

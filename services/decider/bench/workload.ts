@@ -30,3 +30,14 @@ export const quantile = (values: number[], q: number) => {
 };
 
 export const median = (values: number[]) => quantile(values, 0.5);
+
+/** The straight line through (calls, added): the part per request and the part per upstream call. */
+export function lineThrough(points: { calls: number; added: number }[]): { perRequest: number; perCall: number } {
+  const n = points.length;
+  const mx = points.reduce((s, p) => s + p.calls, 0) / n;
+  const my = points.reduce((s, p) => s + p.added, 0) / n;
+  const sxy = points.reduce((s, p) => s + (p.calls - mx) * (p.added - my), 0);
+  const sxx = points.reduce((s, p) => s + (p.calls - mx) ** 2, 0);
+  const perCall = sxy / sxx;
+  return { perRequest: my - perCall * mx, perCall };
+}
