@@ -72,6 +72,7 @@ export function createBackend(config: Config, logger: Logger, slots: number): Ba
           allowNoLogprobs: config.LOCALDECIDER_ALLOW_NO_LOGPROBS,
           protocol: config.LOCALDECIDER_UPSTREAM_PROTOCOL,
           packPrompts: config.LOCALDECIDER_PACK_PROMPTS,
+          maxBodyBytes: config.LOCALDECIDER_UPSTREAM_MAX_BODY,
           logger,
         }),
     );

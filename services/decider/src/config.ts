@@ -118,6 +118,9 @@ export const configSchema = z
     LOCALDECIDER_PACK_PROMPTS: z.stringbool().default(true),
     // Bytes, read from `1mb`, `512kb`, `2m`… (never a bare `2` meaning 2 bytes: below 1 KiB is refused).
     LOCALDECIDER_BODY_LIMIT: byteSize({ min: 1024, fallback: "1mb" }),
+    // The most bytes read of any one answer of a model server (decisions, model lists, start-up checks);
+    // past it the call is aborted and answered 502 upstream_malformed. See upstream/body-limit.ts.
+    LOCALDECIDER_UPSTREAM_MAX_BODY: byteSize({ min: 64 * 1024, fallback: "8mb" }),
     // Path of a calibration file written by `pnpm decider eval --fit`; unset = answers as the model gives them.
     // The file itself is checked at boot (a malformed one stops the start, naming the file).
     LOCALDECIDER_CALIBRATION: z.string().min(1).max(4096).optional(),

@@ -32,6 +32,7 @@ describe("configSchema", () => {
       LOCALDECIDER_ALLOW_NO_LOGPROBS: false,
       LOCALDECIDER_PACK_PROMPTS: true,
       LOCALDECIDER_BODY_LIMIT: 1024 * 1024,
+      LOCALDECIDER_UPSTREAM_MAX_BODY: 8 * 1024 * 1024,
       LOCALDECIDER_HEADERS_TIMEOUT_MS: 20_000,
       LOCALDECIDER_REQUEST_TIMEOUT_MS: 30_000,
       LOCALDECIDER_IDLE_TIMEOUT_MS: 5_000,
@@ -73,6 +74,7 @@ describe("configSchema", () => {
       "LOCALDECIDER_ALLOW_NO_LOGPROBS",
       "LOCALDECIDER_PACK_PROMPTS",
       "LOCALDECIDER_BODY_LIMIT",
+      "LOCALDECIDER_UPSTREAM_MAX_BODY",
       "LOCALDECIDER_CALIBRATION",
       "LOCALDECIDER_HEADERS_TIMEOUT_MS",
       "LOCALDECIDER_REQUEST_TIMEOUT_MS",
@@ -263,6 +265,10 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["2", '"2" is 2 bytes; at least 1024 bytes are needed (write units: 512kb, 2mb)'],
       ["2 bananas", 'not a size: write it like 512kb, 2mb or 1gb (got "2 bananas")'],
       ["-1mb", 'not a size: write it like 512kb, 2mb or 1gb (got "-1mb")'],
+    ],
+    LOCALDECIDER_UPSTREAM_MAX_BODY: [
+      ["1kb", '"1kb" is 1024 bytes; at least 65536 bytes are needed (write units: 512kb, 2mb)'],
+      ["lots", 'not a size: write it like 512kb, 2mb or 1gb (got "lots")'],
     ],
     // Any path is read at boot (a missing or malformed file stops it: calibration.test.ts); only its length is bounded.
     LOCALDECIDER_CALIBRATION: [["x".repeat(4097), "Too big: expected string to have <=4096 characters"]],

@@ -83,6 +83,8 @@ export interface HarnessOptions {
   calibration?: Calibration;
   /** Limits shared through the test run's Redis (TEST_REDIS), under a key prefix of this test's own. */
   sharedRedis?: boolean;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY in bytes (default its default, 8 MiB). */
+  upstreamMaxBody?: number;
   /** LOCALDECIDER_UPSTREAM_PROTOCOL (default auto, as in production). */
   protocol?: ProtocolSetting;
   /** With sharedRedis: the key prefix (replicas in one test share one); a fresh one by default. */
@@ -134,6 +136,7 @@ export function modelServer(
     allowNoLogprobs: options.allowNoLogprobs ?? false,
     protocol: options.protocol ?? "auto",
     packPrompts: options.packPrompts ?? true,
+    ...(options.upstreamMaxBody === undefined ? {} : { maxBodyBytes: options.upstreamMaxBody }),
     logger: options.logger,
     ...(options.wrapUpstream === undefined ? {} : { wrapChat: options.wrapUpstream }),
   });

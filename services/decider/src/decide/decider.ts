@@ -111,6 +111,7 @@ export class Decider {
         absent: [],
         shown,
         affinity: shown.affinity,
+        busyWaits: 0,
       };
       return await this.decide(run, signal);
     } finally {
@@ -371,6 +372,10 @@ export class Decider {
           throw err;
         }
         reason = err.failure.detail;
+        // What the server sent is for the log only (the client gets the decider's words: `reason`).
+        if (err.failure.serverText !== undefined) {
+          logger.warn("malformed model response body", { server: lease.server, serverText: err.failure.serverText });
+        }
       }
       const elapsed = performance.now() - started;
       const still: number[] = [];

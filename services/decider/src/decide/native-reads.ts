@@ -1,6 +1,7 @@
 import type { Logger } from "@localdecider/service-kit";
 import type { SlotLease } from "../limits/types";
 import type { DeciderObserver } from "../observer";
+import { backoffMs, RETRY_AFTER_LIMITS, retryAfterSeconds } from "../upstream/retry-after";
 import { type NativeUpstream, UpstreamError } from "../upstream/types";
 import { nativeQuestionOf, type Read, readNativeAnswer } from "./native";
 import type { Part } from "./plan";
@@ -14,8 +15,8 @@ export interface NativeReadsOptions {
 /**
  * How a prompt's parts are read from a server that speaks System One: the parts asked in one native call
  * (under the client's question names), each answer checked against its part (native.ts). While the server
- * answers 429 with a Retry-After that ends before the request's deadline, the call waits that long and is
- * sent again (llama.cpp's decision queue is full: it drains); a 413 splits the call in two, down to one part.
+ * answers 429 and the wait (waitOut) ends before the request's deadline, the call waits and is sent again
+ * (llama.cpp's decision queue is full: it drains); a 413 splits the call in two, down to one part.
  */
 export function nativeReads(
   options: NativeReadsOptions,
@@ -44,7 +45,7 @@ export function nativeReads(
         );
       } catch (err) {
         const failure = err instanceof UpstreamError && !signal.aborted ? err.failure : undefined;
-        if (failure?.kind === "busy" && (await waitOut(options.logger, run, lease, failure.retryAfter))) continue;
+        if (failure?.kind === "busy" && (await waitOut(options.logger, run, lease, failure))) continue;
         if (failure?.kind === "too_large" && parts.length > 1) {
           options.logger.info("the model server refused a call as too large; sending it in two", {
             server: lease.server,
@@ -62,17 +63,22 @@ export function nativeReads(
 }
 
 /**
- * Waits out a native server's 429 for as long as its Retry-After says (1 s without one), when that ends
- * before the request's deadline; returns false (the 429 then stands: 503 with Retry-After) otherwise.
+ * Waits out a native server's 429 (backoffMs: at least 1 s, doubling, with jitter, as long as its Retry-After
+ * asks within bounds) when that ends before the request's deadline and the request has waits left
+ * (RETRY_AFTER_LIMITS.maxWaitsPerRequest); returns false (the 429 then stands: 503 with Retry-After) otherwise.
  */
 async function waitOut(
   logger: Logger,
   run: RequestRun,
   lease: SlotLease,
-  retryAfter: string | undefined,
+  failure: { retryAfter?: string },
 ): Promise<boolean> {
-  const ms = retryAfterMs(retryAfter);
+  if (run.busyWaits >= RETRY_AFTER_LIMITS.maxWaitsPerRequest) return false;
+  const asked = retryAfterSeconds(failure.retryAfter);
+  if (asked !== undefined && asked * 1000 > RETRY_AFTER_LIMITS.maxWaitMs) return false;
+  const ms = backoffMs(failure.retryAfter, run.busyWaits);
   if (performance.now() + ms >= run.deadlineAt) return false;
+  run.busyWaits += 1;
   logger.info("the model server is busy (429); the call waits and is sent again", { server: lease.server, waitMs: ms });
   const signal = run.controller.signal;
   await new Promise<void>((resolve) => {
@@ -86,13 +92,4 @@ async function waitOut(
   });
   if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
   return true;
-}
-
-/** Milliseconds a Retry-After asks for: delay-seconds or an HTTP date (RFC 9110, 10.2.3); 1 s without one. */
-export function retryAfterMs(value: string | undefined): number {
-  if (value === undefined || value.trim() === "") return 1000;
-  const trimmed = value.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
-  const at = Date.parse(trimmed);
-  return Number.isNaN(at) ? 1000 : Math.max(0, at - Date.now());
 }

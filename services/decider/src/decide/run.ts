@@ -33,6 +33,8 @@ export interface RequestRun {
   absent: { question: string; outcomes: string[] }[];
   /** Prefers the slot that last held this request's state (one about the same state reads it once). */
   affinity: string;
+  /** Waits on a busy server's 429 so far (bounded by RETRY_AFTER_LIMITS.maxWaitsPerRequest). */
+  busyWaits: number;
 }
 
 /** The tokens a call reports, counted for the request's `usage` and the metrics. */

@@ -1,6 +1,8 @@
 import { type AppError, clip } from "@localdecider/service-kit";
 import { deciderError } from "../errors";
 import { AbortedError, LimiterUnavailableError } from "../limits/types";
+import { bodyTooLarge } from "./body-limit";
+import { clientRetryAfter } from "./retry-after";
 import { rootCauseMessage, UpstreamError, type UpstreamFailure } from "./types";
 
 /**
@@ -101,8 +103,14 @@ function lineEndAfter(text: string, from: number): number {
   return text.length;
 }
 
-/** A call that got no answer: refused or unreachable, or cut as it went out (worth one more try). */
+/**
+ * A call that got no answer: refused or unreachable, or cut as it went out (worth one more try). An answer
+ * whose reading was stopped at LOCALDECIDER_UPSTREAM_MAX_BODY did come, and is malformed: the server
+ * answered, so it stays in rotation (unreachable would take a healthy server out).
+ */
 export function classifyTransport(err: unknown): UpstreamFailure {
+  const large = bodyTooLarge(err);
+  if (large !== undefined) return { kind: "malformed", detail: large.message };
   const detail = rootCauseMessage(err);
   return CUT.test(detail) ? { kind: "connection_cut", detail } : { kind: "unreachable", detail };
 }
@@ -167,7 +175,7 @@ export function upstreamClientError(failure: UpstreamFailure, timeoutSeconds: nu
     case "busy":
     case "not_ready":
       return deciderError("upstream_busy", `inference backend is busy (HTTP ${failure.status})`, {
-        headers: { "Retry-After": failure.retryAfter ?? "1" },
+        headers: { "Retry-After": clientRetryAfter(failure.retryAfter) },
       });
     case "server_error":
       return deciderError("upstream_error", `inference backend returned HTTP ${failure.status}`);

@@ -1,5 +1,6 @@
 import http from "node:http";
 import https from "node:https";
+import { BodyTooLargeError, DEFAULT_UPSTREAM_MAX_BODY } from "./body-limit";
 
 /** A model server's answer as node:http gives it: no WHATWG Response, Headers or stream built around it. */
 export interface RawResponse {
@@ -25,10 +26,16 @@ export type HttpRequest = (url: string | URL, init: RawRequest) => Promise<RawRe
  * 0.3 ms of CPU more per call here: 0.78 ms against 0.40 ms for the same call, one at a time, to a fake
  * server that answers at once), and `request`, the same without the WHATWG Response around the answer
  * (its Headers and body stream cost another ~0.07 ms per call; llama.cpp's own endpoints use it). They do
- * what a model server's API needs and no more: no redirect followed, no compression asked for. Errors keep
- * node's codes (ECONNREFUSED, ECONNRESET, "socket hang up") for the failure policy to read.
+ * what a model server's API needs and no more: no redirect followed, no compression asked for, and no answer
+ * read past `maxBodyBytes` (LOCALDECIDER_UPSTREAM_MAX_BODY: the call is aborted with BodyTooLargeError, its
+ * connection closed, and nothing past the cap held). Errors keep node's codes (ECONNREFUSED, ECONNRESET,
+ * "socket hang up") for the failure policy to read.
  */
-export function createHttpTransport(): { fetch: typeof fetch; request: HttpRequest } {
+export function createHttpTransport(options: { maxBodyBytes?: number } = {}): {
+  fetch: typeof fetch;
+  request: HttpRequest;
+} {
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_UPSTREAM_MAX_BODY;
   // Idle connections are closed before a server's own keep-alive timeout (llama-server: 5 s) would cut
   // them under a call; a call that meets one cut anyway is sent again by the upstream adapter.
   const agents = {
@@ -49,7 +56,14 @@ export function createHttpTransport(): { fetch: typeof fetch; request: HttpReque
         { method: init.method, headers, agent: agents[protocol] },
         (res) => {
           const chunks: Buffer[] = [];
-          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          let received = 0;
+          // A declared length past the cap is refused before a byte of the body is read.
+          if (Number(res.headers["content-length"] ?? 0) > maxBodyBytes) return tooLarge(res);
+          res.on("data", (chunk: Buffer) => {
+            received += chunk.byteLength;
+            if (received > maxBodyBytes) return tooLarge(res);
+            chunks.push(chunk);
+          });
           res.on("error", fail);
           res.on("end", () => {
             signal?.removeEventListener("abort", onAbort);
@@ -62,6 +76,15 @@ export function createHttpTransport(): { fetch: typeof fetch; request: HttpReque
           });
         },
       );
+      /** Past the cap: the chunks read so far go with their listener, and the connection is closed (never reused). */
+      function tooLarge(res: http.IncomingMessage): void {
+        res.removeAllListeners("data");
+        res.removeAllListeners("end");
+        const err = new BodyTooLargeError(maxBodyBytes);
+        res.destroy();
+        outgoing.destroy();
+        fail(err);
+      }
       function fail(err: Error): void {
         signal?.removeEventListener("abort", onAbort);
         reject(signal?.aborted ? abortError() : err);

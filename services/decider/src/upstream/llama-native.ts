@@ -160,7 +160,11 @@ export class LlamaNative {
     try {
       return JSON.parse(text) as unknown;
     } catch {
-      throw malformed(`${path} answered with a body that is not JSON: ${text.slice(0, 200)}`);
+      throw new UpstreamError({
+        kind: "malformed",
+        detail: `${path} answered with a body that is not JSON`,
+        serverText: text.slice(0, 200),
+      });
     }
   }
 }

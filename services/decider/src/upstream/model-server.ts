@@ -1,5 +1,6 @@
 import type { Logger } from "@localdecider/service-kit";
 import { upstreamAddress, upstreamAuthorization } from "./address";
+import { DEFAULT_UPSTREAM_MAX_BODY } from "./body-limit";
 import { OpenAIUpstream } from "./openai-upstream";
 import type { PoolServer } from "./pool";
 import type { ProtocolSetting } from "./protocol";
@@ -24,6 +25,8 @@ export interface ModelServerOptions {
   protocol: ProtocolSetting;
   /** LOCALDECIDER_PACK_PROMPTS: on llama.cpp's chat path, a prompt's probes in one /completion call. */
   packPrompts: boolean;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY: the most bytes read of any one answer (default DEFAULT_UPSTREAM_MAX_BODY). */
+  maxBodyBytes?: number;
   logger: Logger;
   /** Tests put a recorder in front of the chat adapter. */
   wrapChat?: (chat: Upstream) => Upstream;
@@ -46,21 +49,24 @@ export class ModelServer implements PoolServer {
     const authorization = upstreamAuthorization(options.apiKey, address.basicAuth);
     const { baseURL } = address;
     const { model, timeoutMs } = options;
+    const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_UPSTREAM_MAX_BODY;
     this.id = address.display;
-    this.chat = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs });
+    this.chat = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs, maxBodyBytes });
     this.chatPort = options.wrapChat?.(this.chat) ?? this.chat;
     this.native = new SystemOneUpstream({
       baseURL,
       authorization,
       onNotDecisionModel: () => this.probe.recheck(),
+      maxBodyBytes,
     });
     // The start-up checks wait at most 10 s for an answer, whatever the decisions' timeout.
     const checkMs = Math.min(timeoutMs, 10_000);
-    const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: checkMs });
+    const list = new ModelListProbe({ baseURL, model, authorization, timeoutMs: checkMs, maxBodyBytes });
     this.probe = new ServerCheck(list, this.chat, {
       baseURL,
       authorization,
       timeoutMs: checkMs,
+      maxBodyBytes,
       model,
       protocol: options.protocol,
       packPrompts: options.packPrompts,

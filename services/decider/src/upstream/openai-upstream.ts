@@ -23,6 +23,8 @@ export interface OpenAIUpstreamOptions {
   /** The Authorization header to send (see upstreamAuthorization), or none. */
   authorization: string | undefined;
   timeoutMs: number;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY (default DEFAULT_UPSTREAM_MAX_BODY). */
+  maxBodyBytes?: number;
 }
 
 export type ChatBody = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming & Record<string, unknown>;
@@ -47,7 +49,7 @@ export class OpenAIUpstream implements Upstream {
 
   constructor(private readonly options: OpenAIUpstreamOptions) {
     // One set of kept-alive connections for the chat calls and llama.cpp's own endpoints.
-    const { fetch, request } = createHttpTransport();
+    const { fetch, request } = createHttpTransport({ maxBodyBytes: options.maxBodyBytes });
     this.native = new LlamaNative({
       root: rootOf(options.baseURL),
       authorization: options.authorization,

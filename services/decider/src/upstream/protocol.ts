@@ -1,3 +1,4 @@
+import { fetchChecked } from "./body-limit";
 import type { Readiness } from "./readiness";
 import type { ServerKind } from "./server-profile";
 import type { Protocol } from "./types";
@@ -29,6 +30,8 @@ export interface ProtocolQuery {
   setting: ProtocolSetting;
   /** What server-profile.ts read from the model list (`ollama` has its capabilities at /api/show). */
   kind: ServerKind;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY. */
+  maxBodyBytes?: number;
 }
 
 /** The most of an Ollama server's other models whose capabilities are asked, to offer them to clients. */
@@ -171,13 +174,17 @@ async function ollamaDecisionModels(query: ProtocolQuery, ids: readonly string[]
 
 /** One `POST /v1/systemone` with PROBE_BODY: whether the server speaks System One for the model, and its status. */
 async function probeSystemOne(query: ProtocolQuery): Promise<{ native: boolean; status: number; message: string }> {
-  const response = await fetch(`${query.baseURL}/systemone`, {
-    method: "POST",
-    headers: headersOf(query, true),
-    body: JSON.stringify({ model: query.model, ...PROBE_BODY }),
-    signal: AbortSignal.timeout(query.timeoutMs),
-  });
-  const text = await response.text();
+  const response = await fetchChecked(
+    `${query.baseURL}/systemone`,
+    {
+      method: "POST",
+      headers: headersOf(query, true),
+      body: JSON.stringify({ model: query.model, ...PROBE_BODY }),
+      signal: AbortSignal.timeout(query.timeoutMs),
+    },
+    query.maxBodyBytes,
+  );
+  const text = response.text;
   if (response.status === 429 || (response.status >= 500 && response.status !== 501)) {
     throw new Error(`POST ${query.baseURL}/systemone answered HTTP ${response.status}`);
   }
@@ -189,14 +196,18 @@ async function probeSystemOne(query: ProtocolQuery): Promise<{ native: boolean; 
 }
 
 async function request(query: ProtocolQuery, method: "GET" | "POST", url: string, body?: unknown): Promise<unknown> {
-  const response = await fetch(url, {
-    method,
-    headers: headersOf(query, body !== undefined),
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    signal: AbortSignal.timeout(query.timeoutMs),
-  });
+  const response = await fetchChecked(
+    url,
+    {
+      method,
+      headers: headersOf(query, body !== undefined),
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(query.timeoutMs),
+    },
+    query.maxBodyBytes,
+  );
   if (!response.ok) throw new Error(`${method} ${url} answered HTTP ${response.status}`);
-  return response.json();
+  return JSON.parse(response.text) as unknown;
 }
 
 function headersOf(query: ProtocolQuery, json: boolean): Record<string, string> {

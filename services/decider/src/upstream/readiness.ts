@@ -1,3 +1,4 @@
+import { bodyTooLarge, type CheckedAnswer, fetchChecked, redirected } from "./body-limit";
 import { MODEL_404 } from "./failure";
 import { rootCauseMessage } from "./types";
 
@@ -54,17 +55,36 @@ export interface ReadinessProbe {
  */
 export class ModelListProbe implements ReadinessProbe {
   constructor(
-    private readonly options: { baseURL: string; model: string; authorization: string | undefined; timeoutMs: number },
+    private readonly options: {
+      baseURL: string;
+      model: string;
+      authorization: string | undefined;
+      timeoutMs: number;
+      /** LOCALDECIDER_UPSTREAM_MAX_BODY: a longer list is an unexpected body, not read whole. */
+      maxBodyBytes?: number;
+    },
   ) {}
 
   async check(): Promise<Readiness> {
-    let response: Response;
+    let response: CheckedAnswer;
     try {
-      response = await fetch(`${this.options.baseURL}/models`, {
-        headers: this.options.authorization === undefined ? {} : { Authorization: this.options.authorization },
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
+      response = await fetchChecked(
+        `${this.options.baseURL}/models`,
+        {
+          headers: this.options.authorization === undefined ? {} : { Authorization: this.options.authorization },
+          signal: AbortSignal.timeout(this.options.timeoutMs),
+        },
+        this.options.maxBodyBytes,
+      );
     } catch (err) {
+      if (bodyTooLarge(err) !== undefined) {
+        return {
+          ready: false,
+          message: "inference backend answered GET /v1/models with a body larger than LOCALDECIDER_UPSTREAM_MAX_BODY",
+          modelMissing: false,
+          detail: rootCauseMessage(err),
+        };
+      }
       return {
         ready: false,
         message: "inference backend unreachable",
@@ -75,12 +95,21 @@ export class ModelListProbe implements ReadinessProbe {
     const { model } = this.options;
     // A real 404 gets exactly the seed's text (its conformance checks compare it whole).
     if (response.status === 404) return { ready: false, message: MODEL_404, modelMissing: true };
+    // Decisions follow no redirect, so neither does readiness: another host's list says nothing of this one.
+    if (redirected(response)) {
+      return {
+        ready: false,
+        message: `inference backend answered GET /v1/models with a redirect (HTTP ${response.status}); the decider follows none: set LOCALDECIDER_UPSTREAM to the address that serves the model`,
+        modelMissing: false,
+        detail: `redirected to ${response.location ?? "(no Location)"}`,
+      };
+    }
     if (!response.ok) {
       return { ready: false, message: `inference backend returned HTTP ${response.status}`, modelMissing: false };
     }
     let ids: string[];
     try {
-      const body = (await response.json()) as { data?: unknown };
+      const body = JSON.parse(response.text) as { data?: unknown };
       if (!Array.isArray(body.data)) throw new Error("no data array");
       ids = body.data.flatMap((m: unknown) =>
         typeof m === "object" && m !== null && "id" in m && typeof m.id === "string" ? [m.id] : [],

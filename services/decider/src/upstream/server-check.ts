@@ -17,6 +17,8 @@ export interface ServerCheckOptions {
   baseURL: string;
   authorization: string | undefined;
   timeoutMs: number;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY: the most any check reads of an answer. */
+  maxBodyBytes?: number;
   /** LOCALDECIDER_UPSTREAM_MODEL. */
   model: string;
   /** LOCALDECIDER_UPSTREAM_PROTOCOL. */
@@ -78,9 +80,20 @@ const MASS_SLACK = 0.01;
  * missing model): answers read from it would be wrong. The protocol found stays until a new check finds
  * another, so a server that blips is not asked the other way meanwhile.
  */
+/**
+ * The least time between two checks a native server's 501 asks for (review four, item 5): 50 requests refused
+ * 501 at once made 125 model-list calls and 37 more, each 501 starting a check and dropping the one in flight.
+ */
+export const RECHECK_MIN_GAP_MS = 2000;
+
 export class ServerCheck implements ReadinessProbe {
   private inspection: Promise<Readiness> | undefined;
   private found: FoundProtocol | undefined;
+  /** The recheck in flight, which every 501 meanwhile shares. */
+  private rechecking: Promise<unknown> | undefined;
+  /** When the last recheck began (Date.now()), and the one waiting for the gap to pass. */
+  private lastRecheckAt = Number.NEGATIVE_INFINITY;
+  private recheckTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly list: ReadinessProbe,
@@ -107,8 +120,25 @@ export class ServerCheck implements ReadinessProbe {
    * takes its chat path if that works (the protocol found stays until then).
    */
   recheck(): void {
+    // One at a time, shared by every 501 that arrives meanwhile, and at most one per RECHECK_MIN_GAP_MS: a
+    // 501 within the gap schedules one for its end (once), so the last word of the server is still heard.
+    if (this.rechecking !== undefined || this.recheckTimer !== undefined) return;
+    const wait = this.lastRecheckAt + RECHECK_MIN_GAP_MS - Date.now();
+    if (wait > 0) {
+      this.recheckTimer = setTimeout(() => {
+        this.recheckTimer = undefined;
+        this.recheck();
+      }, wait);
+      this.recheckTimer.unref();
+      return;
+    }
+    this.lastRecheckAt = Date.now();
     this.inspection = undefined;
-    void this.check().catch(() => undefined);
+    this.rechecking = this.check()
+      .catch(() => undefined)
+      .finally(() => {
+        this.rechecking = undefined;
+      });
   }
 
   async check(): Promise<Readiness> {

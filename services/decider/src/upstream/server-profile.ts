@@ -1,3 +1,4 @@
+import { fetchChecked } from "./body-limit";
 import type { PromptSeam } from "./llama-packed";
 
 /**
@@ -32,15 +33,21 @@ interface Fetcher {
   baseURL: string;
   authorization: string | undefined;
   timeoutMs: number;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY. */
+  maxBodyBytes?: number;
 }
 
 async function getJson(from: Fetcher, url: string): Promise<unknown> {
-  const response = await fetch(url, {
-    headers: from.authorization === undefined ? {} : { Authorization: from.authorization },
-    signal: AbortSignal.timeout(from.timeoutMs),
-  });
-  if (!response.ok) throw new Error(`GET ${url} answered HTTP ${response.status}`);
-  return response.json();
+  const answer = await fetchChecked(
+    url,
+    {
+      headers: from.authorization === undefined ? {} : { Authorization: from.authorization },
+      signal: AbortSignal.timeout(from.timeoutMs),
+    },
+    from.maxBodyBytes,
+  );
+  if (!answer.ok) throw new Error(`GET ${url} answered HTTP ${answer.status}`);
+  return JSON.parse(answer.text) as unknown;
 }
 
 /** The server's own root, without the `/v1` the OpenAI client needs (llama.cpp's `/props` lives there). */

@@ -1,7 +1,7 @@
 import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
-import { createHttpTransport } from "./http-fetch";
+import { createHttpTransport, type HttpRequest } from "./http-fetch";
 import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
@@ -19,6 +19,8 @@ export interface SystemOneUpstreamOptions {
   authorization: string | undefined;
   /** Told when the server answers 501 for a call without images: its model is not a decision model (any more). */
   onNotDecisionModel?: () => void;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY (default DEFAULT_UPSTREAM_MAX_BODY). */
+  maxBodyBytes?: number;
 }
 
 /**
@@ -40,7 +42,7 @@ export function documentedOptionLimit(model: string): number {
  */
 export class SystemOneUpstream implements NativeUpstream {
   readonly protocol = "systemone";
-  private readonly send = createHttpTransport().request;
+  private readonly send: HttpRequest;
   private readonly url: URL;
   /** Option limits a server's 422 taught, per model (they only ever go down). */
   private readonly learned = new Map<string, number>();
@@ -49,6 +51,7 @@ export class SystemOneUpstream implements NativeUpstream {
 
   constructor(private readonly options: SystemOneUpstreamOptions) {
     this.url = new URL(`${options.baseURL}/systemone`);
+    this.send = createHttpTransport({ maxBodyBytes: options.maxBodyBytes }).request;
   }
 
   optionLimit(model: string): number {
@@ -164,7 +167,7 @@ function resultOf(text: string): NativeResult {
   try {
     body = JSON.parse(text);
   } catch {
-    throw new UpstreamError({ kind: "malformed", detail: `the body is not JSON: ${text.slice(0, 200)}` });
+    throw new UpstreamError({ kind: "malformed", detail: "the body is not JSON", serverText: text.slice(0, 200) });
   }
   const answers = isObject(body) ? body.answers : undefined;
   if (!isObject(answers)) {

@@ -177,8 +177,11 @@ export type UpstreamFailure =
   | { kind: "busy"; status: number; retryAfter?: string; detail: string }
   /** A 503: the server cannot serve now (loading, overloaded). */
   | { kind: "not_ready"; status: number; retryAfter?: string; detail: string }
-  /** A 200 whose body lacks what every answer needs (no choice). */
-  | { kind: "malformed"; detail: string }
+  /**
+   * A 200 whose body lacks what every answer needs (no choice). `detail` is the decider's own words, which the
+   * client may be told; `serverText`, what the server sent, goes to the log only.
+   */
+  | { kind: "malformed"; detail: string; serverText?: string }
   /** A native server's 413 for the size of a call (its prompt-token budget): smaller calls may pass. */
   | { kind: "too_large"; detail: string }
   /** A native server's refusal of what the client asked (422, or images a model cannot take): the client's to fix. */

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { streamHugeAnswer } from "../huge-body";
 import { closeAbruptly, listenOnLoopback } from "../loopback-server";
 
 /**
@@ -38,7 +39,9 @@ export type SystemOneFault =
   /** A 200 whose first answer has another type. */
   | "wrongType"
   /** A 200 whose body is not JSON. */
-  | "notJson";
+  | "notJson"
+  /** A 200 of `hugeBytes` bytes, streamed (an answer no decision needs: the decider must stop reading it). */
+  | "huge";
 
 /** One question as the fake read it from a call. */
 export interface AskedNativeQuestion {
@@ -122,6 +125,10 @@ export class FakeSystemOne {
   faults: SystemOneFault[] = [];
   /** While true, calls wait until release() (or until the client goes away). */
   holding = false;
+  /** The size of a `huge` answer. */
+  hugeBytes = 64 * 1024 * 1024;
+  /** Bytes each `huge` answer got to write before its client closed the connection (or all of them). */
+  hugeWritten: number[] = [];
   /** Milliseconds each call takes before it answers (benchmarks). */
   latencyMs = 0;
 
@@ -310,6 +317,10 @@ export class FakeSystemOne {
         return;
       }
       if (fault === "http500") throw new Refusal(500, "server_error", "internal error");
+      if (fault === "huge") {
+        this.hugeWritten.push((await streamHugeAnswer(res, this.hugeBytes)).written);
+        return;
+      }
       if (fault === "notJson") {
         res.writeHead(200, { "content-type": "application/json" });
         res.end("{answers: not json");

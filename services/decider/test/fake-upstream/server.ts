@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { renderChatML } from "../engine/engine-upstream";
+import { streamHugeAnswer } from "../huge-body";
 import { closeAbruptly, listenOnLoopback } from "../loopback-server";
 
 /**
@@ -37,7 +38,9 @@ export type Fault =
   | "contextTooLong"
   /** llama.cpp's 500 for calls that overflowed the shared context together. */
   | "sharedContext"
-  | "http429";
+  | "http429"
+  /** A 200 of `hugeBytes` bytes, streamed (an answer no probe needs: the decider must stop reading it). */
+  | "huge";
 
 /** One question as the fake read it from the prompt and the schema. */
 export interface AskedQuestion {
@@ -85,6 +88,10 @@ export class FakeUpstream {
   /** Model ids listed at /v1/models and accepted by chat (llama.cpp accepts any name, like the real one). */
   models: string[];
   modelsStatus = 200;
+  /** The size of a `huge` answer. */
+  hugeBytes = 64 * 1024 * 1024;
+  /** Bytes each `huge` answer got to write before its client closed the connection (or all of them). */
+  hugeWritten: number[] = [];
   script: Script = hashedScript;
   /** Share of probability the llama flavour gives to tokens that begin no outcome (raw distribution). */
   junk = 0.1;
@@ -293,6 +300,10 @@ export class FakeUpstream {
     }
     if (fault === "drop") {
       req.socket.destroy();
+      return;
+    }
+    if (fault === "huge") {
+      this.hugeWritten.push((await streamHugeAnswer(res, this.hugeBytes)).written);
       return;
     }
     const model = String(body.model);

@@ -1,0 +1,34 @@
+import request from "supertest";
+import { mixedQuestions, type NativeHarness, nativeHarness } from "./harness";
+
+/**
+ * Review four, item 5: a native server that starts answering 501 (its model is no longer a decision model) is
+ * checked again once, shared by every request refused meanwhile, not once per refusal.
+ */
+describe("a native server that answers 501 to many requests at once", () => {
+  let h: NativeHarness;
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("50 concurrent requests refused 501 start one check of the server, not one each", async () => {
+    h = await nativeHarness({ maxInflight: 8, maxQueue: 1000 });
+    const body = { model: "localdecider", state: "A ticket.", questions: mixedQuestions(3) };
+    expect((await request(h.app).post("/v1/systemone").send(body)).status).toBe(200);
+    const before = h.fake.paths.length;
+    const callsBefore = h.fake.calls;
+    h.fake.decision = false;
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => request(h.app).post("/v1/systemone").send(body)),
+    );
+    for (const res of answers) expect(res.status).toBeGreaterThanOrEqual(500);
+    // Let a check the 501s started finish before counting.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const after = h.fake.paths.slice(before);
+    const lists = after.filter((p) => p === "GET /v1/models").length;
+    const decisions = h.fake.calls - callsBefore;
+    const others = after.length - lists - decisions;
+    expect(lists).toBeLessThanOrEqual(3);
+    expect(others).toBeLessThanOrEqual(3);
+  });
+});
