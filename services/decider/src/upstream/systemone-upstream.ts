@@ -2,6 +2,7 @@ import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
 import { createHttpTransport } from "./http-fetch";
+import { OptionLimits, serverHint, widestChoice } from "./option-limits";
 import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
@@ -19,7 +20,15 @@ export interface SystemOneUpstreamOptions {
   authorization: string | undefined;
   /** Told when the server answers 501 for a call without images: its model is not a decision model (any more). */
   onNotDecisionModel?: () => void;
+  /** The clock learnt option limits expire by (tests move it); Date.now by default. */
+  now?: () => number;
 }
+
+/**
+ * The statuses a server refuses too many options with: llama.cpp 422 (413 at some commits), vLLM 400 (every
+ * fault of a body), a proxy's 413.
+ */
+export const OPTION_REFUSALS: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /**
  * Options one question may have, per model type, as llama.cpp documents them (tools/server/README.md, "POST
@@ -42,17 +51,18 @@ export class SystemOneUpstream implements NativeUpstream {
   readonly protocol = "systemone";
   private readonly send = createHttpTransport().request;
   private readonly url: URL;
-  /** Option limits a server's 422 taught, per model (they only ever go down). */
-  private readonly learned = new Map<string, number>();
+  /** Option limits per model: documented, or learnt from the server's refusals (option-limits.ts). */
+  private readonly limits: OptionLimits;
   /** What kind of server answers (its start-up check reads it): llama.cpp and Ollama take images their own way. */
   serverKind: ServerKind = "unknown";
 
   constructor(private readonly options: SystemOneUpstreamOptions) {
     this.url = new URL(`${options.baseURL}/systemone`);
+    this.limits = new OptionLimits(documentedOptionLimit, options.now);
   }
 
   optionLimit(model: string): number {
-    return this.learned.get(model) ?? documentedOptionLimit(model);
+    return this.limits.limit(model);
   }
 
   async decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult> {
@@ -62,7 +72,9 @@ export class SystemOneUpstream implements NativeUpstream {
     const images = call.assets !== undefined || call.questions.some((q) => q.type === "box");
     const response = await this.post(body, options.signal, images);
     if (response.status !== 200) throw this.failed(call, response, images);
-    return resultOf(response.text);
+    const result = resultOf(response.text);
+    this.limits.answered(call.model, widestChoice(call));
+    return result;
   }
 
   /**
@@ -96,15 +108,21 @@ export class SystemOneUpstream implements NativeUpstream {
     }
   }
 
-  /** A non-200 answer, classified once; an option limit is remembered for the model, a 501 reported. */
+  /**
+   * A non-200 answer, classified once; a 501 reported. A refusal of a call holding a wide choice may be the
+   * server's option limit, whatever its wording: then it is an `option_limit` naming the smaller size to try
+   * (OptionLimits), and the decider splits the choice again.
+   */
   private failed(
     call: NativeCall,
     response: { status: number; text: string; retryAfter: string | undefined },
     images: boolean,
   ): UpstreamError {
-    const failure = classifyNativeStatus(response.status, errorMessage(response.text), response.retryAfter, images);
-    if (failure.kind === "option_limit") {
-      this.learned.set(call.model, Math.min(failure.limit, this.optionLimit(call.model)));
+    const message = errorMessage(response.text);
+    const failure = classifyNativeStatus(response.status, message, response.retryAfter, images);
+    if ((failure.kind === "refused" || failure.kind === "too_large") && OPTION_REFUSALS.has(response.status)) {
+      const limit = this.limits.refused(call.model, widestChoice(call), serverHint(message, call));
+      if (limit !== undefined) return new UpstreamError({ kind: "option_limit", limit, detail: message });
     }
     if (failure.kind === "not_decision_model") this.options.onNotDecisionModel?.();
     return new UpstreamError(failure);

@@ -143,8 +143,9 @@ export interface NativeResult {
 export interface NativeUpstream {
   readonly protocol: "systemone";
   /**
-   * Most options one question may have for `model` on this server: learned from its 422 (or 413), else the
-   * documented value for the model's type (openjev and nimble 52, the others 255).
+   * Most options one question may have for `model` on this server: learnt from its refusals (option-limits.ts:
+   * at least OPTION_LIMIT_FLOOR, for OPTION_LIMIT_TTL_MS), else the documented value for the model's type
+   * (openjev and nimble 52, the others 255).
    */
   optionLimit(model: string): number;
   decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult>;
@@ -183,7 +184,7 @@ export type UpstreamFailure =
   | { kind: "too_large"; detail: string }
   /** A native server's refusal of what the client asked (422, or images a model cannot take): the client's to fix. */
   | { kind: "refused"; status: number; reason: string; detail: string }
-  /** A native server's 422 (or 413) naming the most options one question may have for this model. */
+  /** A native server's refusal of a call with a wide choice, read as its option limit: `limit` is the size to try (option-limits.ts). */
   | { kind: "option_limit"; limit: number; detail: string }
   /** A native server's 501: the model it holds is not a decision model. */
   | { kind: "not_decision_model"; detail: string }

@@ -118,6 +118,11 @@ export class FakeSystemOne {
   retryAfter = "1";
   /** Adds fields no client asked for (top level and in each answer): the decider must not pass them on. */
   extraFields = false;
+  /**
+   * Questions it refuses with 422, the message naming each as llama.cpp's validation messages do
+   * (`questions.<id>: …` [SOURCE: parse_questions]): the client's own text comes back in the server's.
+   */
+  refused = new Set<string>();
   script: NativeScript = hashedNativeScript;
   faults: SystemOneFault[] = [];
   /** While true, calls wait until release() (or until the client goes away). */
@@ -283,6 +288,10 @@ export class FakeSystemOne {
         throw new Refusal(501, "not_supported_error", "This model is not a decision model");
       }
       const questions = parseQuestions(request, this.optionLimit, this.boxes);
+      const refused = questions.find((q) => this.refused.has(q.key));
+      if (refused !== undefined) {
+        throw new Refusal(422, "unprocessable_entity_error", `questions.${refused.key}: this model cannot answer it`);
+      }
       const images = parseImages(request);
       // [README] "A request with images returns the error 501 if the model does not support image input".
       if (images > 0 && !this.vision) {
