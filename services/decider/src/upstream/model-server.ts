@@ -1,5 +1,6 @@
 import type { Logger } from "@localdecider/service-kit";
 import { upstreamAddress, upstreamAuthorization } from "./address";
+import { DecisionsUpstream } from "./decisions-upstream";
 import { OpenAIUpstream } from "./openai-upstream";
 import type { PoolServer } from "./pool";
 import type { ProtocolSetting } from "./protocol";
@@ -30,7 +31,7 @@ export interface ModelServerOptions {
 }
 
 /**
- * One model server of LOCALDECIDER_UPSTREAM: both protocols' adapters behind the one port, and its start-up
+ * One model server of LOCALDECIDER_UPSTREAM: each protocol's adapter (chat, System One, Decisions) behind the one port, and its start-up
  * check, which finds the protocol it speaks. `upstream` is the adapter of that protocol (the chat adapter
  * until a check found the server speaks System One).
  */
@@ -39,6 +40,7 @@ export class ModelServer implements PoolServer {
   readonly probe: ServerCheck;
   readonly chat: OpenAIUpstream;
   readonly native: SystemOneUpstream;
+  readonly decisions: DecisionsUpstream;
   private readonly chatPort: Upstream;
 
   constructor(options: ModelServerOptions) {
@@ -50,6 +52,11 @@ export class ModelServer implements PoolServer {
     this.chat = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs });
     this.chatPort = options.wrapChat?.(this.chat) ?? this.chat;
     this.native = new SystemOneUpstream({
+      baseURL,
+      authorization,
+      onNotDecisionModel: () => this.probe.recheck(),
+    });
+    this.decisions = new DecisionsUpstream({
       baseURL,
       authorization,
       onNotDecisionModel: () => this.probe.recheck(),
@@ -74,7 +81,8 @@ export class ModelServer implements PoolServer {
   }
 
   get upstream(): ModelPort {
-    return this.probe.protocol === "systemone" ? this.native : this.chatPort;
+    const protocol = this.probe.protocol;
+    return protocol === "systemone" ? this.native : protocol === "decisions" ? this.decisions : this.chatPort;
   }
 
   get protocol(): Protocol | undefined {
@@ -82,6 +90,6 @@ export class ModelServer implements PoolServer {
   }
 
   get decisionModels(): readonly string[] {
-    return this.probe.protocol === "systemone" ? this.probe.decisionModels : [];
+    return this.probe.protocol === "chat" || this.probe.protocol === undefined ? [] : this.probe.decisionModels;
   }
 }

@@ -1,5 +1,5 @@
 import type { Entry } from "@localdecider/contracts/decider";
-import type { NativeCall } from "./types";
+import type { NativeCall, UpstreamFailure } from "./types";
 
 /**
  * The fewest options a learnt limit may name. A choice is split into chunks of the limit and the chunks'
@@ -173,4 +173,47 @@ function stringsOf(value: Entry | unknown, into: string[]): void {
       }
     }
   }
+}
+
+/**
+ * The statuses a server refuses too many options with: llama.cpp 422 (413 at some commits), vLLM 400 (every
+ * fault of a body), a proxy's 413.
+ */
+export const OPTION_REFUSALS: ReadonlySet<number> = new Set([400, 413, 422]);
+
+/**
+ * The most questions one call of vLLM's takes (64, its engine's limit for /v1/systemone and /v1/decisions), the
+ * smallest of the known servers': a refusal of a call holding more is read as the call's size, whatever its
+ * wording, so that the call is sent again in halves.
+ */
+export const QUESTIONS_PROBE = 64;
+
+/**
+ * A native server's refusal (or error) of `call`, as a kind, read the same way by both native adapters: what
+ * `classify` makes of the status and the message, unless the status is a refusal of the body (400, 413, 422)
+ * and the call can be sent smaller: a call holding a choice wider than the limit it may have is an
+ * `option_limit` (OptionLimits says which size to try: the limit is learnt from the refused call, never from
+ * the message's wording; a number in it is read only where the server wrote it, serverHint), and a call of
+ * more than QUESTIONS_PROBE questions is `too_large` (sent again in halves). A context overflow counts as a
+ * refusal of the body here: a server's words about the context may be the client's (a question named
+ * "context"), and a smaller call fits a context better anyway.
+ */
+export function readRefusal(
+  limits: OptionLimits,
+  call: NativeCall,
+  status: number,
+  message: string,
+  classify: () => UpstreamFailure,
+): UpstreamFailure {
+  const failure = classify();
+  const ofTheBody =
+    failure.kind === "refused" ||
+    failure.kind === "too_large" ||
+    (failure.kind === "context_overflow" && !failure.together);
+  if (!ofTheBody || !OPTION_REFUSALS.has(status)) return failure;
+  const limit = limits.refused(call.model, widestChoice(call), serverHint(message, call));
+  if (limit !== undefined) return { kind: "option_limit", limit, detail: message };
+  if (failure.kind === "refused" && call.questions.length > QUESTIONS_PROBE)
+    return { kind: "too_large", detail: message };
+  return failure;
 }

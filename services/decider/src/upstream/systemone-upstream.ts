@@ -1,8 +1,9 @@
 import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
-import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
+import { classifyNativeStatus } from "./failure";
 import { createHttpTransport } from "./http-fetch";
-import { OptionLimits, serverHint, widestChoice } from "./option-limits";
+import { errorMessage, type NativeResponse, postJson } from "./native-post";
+import { OptionLimits, readRefusal, widestChoice } from "./option-limits";
 import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
@@ -11,7 +12,6 @@ import {
   type NativeUpstream,
   type ProbeOptions,
   UpstreamError,
-  type UpstreamFailure,
 } from "./types";
 
 export interface SystemOneUpstreamOptions {
@@ -24,12 +24,6 @@ export interface SystemOneUpstreamOptions {
   /** The clock learnt option limits expire by (tests move it); Date.now by default. */
   now?: () => number;
 }
-
-/**
- * The statuses a server refuses too many options with: llama.cpp 422 (413 at some commits), vLLM 400 (every
- * fault of a body), a proxy's 413.
- */
-export const OPTION_REFUSALS: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /**
  * Options one question may have, per model type, as llama.cpp documents them (tools/server/README.md, "POST
@@ -78,35 +72,12 @@ export class SystemOneUpstream implements NativeUpstream {
     return result;
   }
 
-  /**
-   * One POST; a kept-alive connection cut as it went out is tried once more (the call changes nothing on the
-   * server before it answers). `signal` is the decision's: its deadline (LOCALDECIDER_TIMEOUT, which always
-   * ends it: no timer of its own per call) or its client going away.
-   */
-  private async post(
-    body: string,
-    signal: AbortSignal,
-    images: boolean,
-  ): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
+  private post(body: string, signal: AbortSignal, images: boolean): Promise<NativeResponse> {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
     // Jev 1.14's images and box questions are opt-in on TypeSafe's API: the client's opt-in is passed on.
     if (images) headers[IMAGES_HEADER.toLowerCase()] = "true";
     if (this.options.authorization !== undefined) headers.authorization = this.options.authorization;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const response = await this.send(this.url, { method: "POST", headers, body, signal });
-        const retryAfter = response.headers["retry-after"];
-        return { status: response.status, text: response.body.toString("utf8"), retryAfter };
-      } catch (err) {
-        if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
-        const failure = classifyTransport(err);
-        if (retryOnNewConnection(failure)) {
-          if (attempt === 0) continue;
-          throw new UpstreamError({ kind: "unreachable", detail: "detail" in failure ? failure.detail : "" });
-        }
-        throw new UpstreamError(failure);
-      }
-    }
+    return postJson(this.send, this.url, headers, body, signal);
   }
 
   /**
@@ -114,11 +85,7 @@ export class SystemOneUpstream implements NativeUpstream {
    * server's option limit, whatever its wording: then it is an `option_limit` naming the smaller size to try
    * (OptionLimits), and the decider splits the choice again.
    */
-  private failed(
-    call: NativeCall,
-    response: { status: number; text: string; retryAfter: string | undefined },
-    images: boolean,
-  ): UpstreamError {
+  private failed(call: NativeCall, response: NativeResponse, images: boolean): UpstreamError {
     const message = errorMessage(response.text);
     const failure = readRefusal(this.limits, call, response.status, message, () =>
       classifyNativeStatus(response.status, message, response.retryAfter, images),
@@ -126,43 +93,6 @@ export class SystemOneUpstream implements NativeUpstream {
     if (failure.kind === "not_decision_model") this.options.onNotDecisionModel?.();
     return new UpstreamError(failure);
   }
-}
-
-/**
- * The most questions one call of vLLM's takes (64, its engine's limit for /v1/systemone and /v1/decisions), the
- * smallest of the known servers': a refusal of a call holding more is read as the call's size, whatever its
- * wording, so that the call is sent again in halves.
- */
-export const QUESTIONS_PROBE = 64;
-
-/**
- * A native server's refusal (or error) of `call`, as a kind, read the same way by both native adapters: what
- * `classify` makes of the status and the message, unless the status is a refusal of the body (400, 413, 422)
- * and the call can be sent smaller: a call holding a choice wider than the limit it may have is an
- * `option_limit` (OptionLimits says which size to try: the limit is learnt from the refused call, never from
- * the message's wording; a number in it is read only where the server wrote it, serverHint), and a call of
- * more than QUESTIONS_PROBE questions is `too_large` (sent again in halves). A context overflow counts as a
- * refusal of the body here: a server's words about the context may be the client's (a question named
- * "context"), and a smaller call fits a context better anyway.
- */
-export function readRefusal(
-  limits: OptionLimits,
-  call: NativeCall,
-  status: number,
-  message: string,
-  classify: () => UpstreamFailure,
-): UpstreamFailure {
-  const failure = classify();
-  const ofTheBody =
-    failure.kind === "refused" ||
-    failure.kind === "too_large" ||
-    (failure.kind === "context_overflow" && !failure.together);
-  if (!ofTheBody || !OPTION_REFUSALS.has(status)) return failure;
-  const limit = limits.refused(call.model, widestChoice(call), serverHint(message, call));
-  if (limit !== undefined) return { kind: "option_limit", limit, detail: message };
-  if (failure.kind === "refused" && call.questions.length > QUESTIONS_PROBE)
-    return { kind: "too_large", detail: message };
-  return failure;
 }
 
 /**
@@ -235,19 +165,4 @@ function count(value: unknown): number {
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** The message of an error body: `{"error":{"message"}}` (llama.cpp, Jev), `{"error":"…"}` (Ollama), or the text. */
-function errorMessage(text: string): string {
-  try {
-    const body: unknown = JSON.parse(text);
-    if (isObject(body)) {
-      if (isObject(body.error) && typeof body.error.message === "string") return body.error.message;
-      if (typeof body.error === "string") return body.error;
-      if (typeof body.message === "string") return body.message;
-    }
-  } catch {
-    // Not JSON: the text itself.
-  }
-  return text.slice(0, 1000);
 }
