@@ -44,9 +44,11 @@ export const configSchema = z
       .optional(),
     LOCALDECIDER_UPSTREAM_MODEL: text("qwen2.5-1.5b-instruct"),
     // How each model server is asked: `auto` finds out at its start-up check (what it publishes, a probe
-    // last); `systemone` sends POST /v1/systemone (a decision model answers itself); `chat` reads token
-    // logprobs from chat completions.
-    LOCALDECIDER_UPSTREAM_PROTOCOL: z.enum(["auto", "systemone", "chat"]).default("auto"),
+    // last; OpenAI's Decisions dialect only as a last resort, when neither System One nor a usable chat path
+    // answers); `systemone` sends POST /v1/systemone (a decision model answers itself); `chat` reads token
+    // logprobs from chat completions; `decisions` sends OpenAI's POST /v1/decisions (OpenAI, vLLM 0.33+,
+    // LiteLLM; SGLang's own /v1/decisions dialect is refused). See docs/upstreams.md.
+    LOCALDECIDER_UPSTREAM_PROTOCOL: z.enum(["auto", "systemone", "chat", "decisions"]).default("auto"),
     LOCALDECIDER_UPSTREAM_API_KEY: text().optional(),
     // Embedded engine: a GGUF path, an http(s) URL (its credentials are sent as basic auth, to its own origin
     // only, and shown nowhere) or hf:<user>/<repo>/<file>.gguf[#branch].

@@ -155,7 +155,9 @@ describe("every variable refuses values that can never work, naming itself", () 
       [Array.from({ length: 65 }, (_, i) => `http://m${i}:8081`).join(","), "lists more than 64 model servers"],
     ],
     LOCALDECIDER_UPSTREAM_MODEL: [],
-    LOCALDECIDER_UPSTREAM_PROTOCOL: [["native", 'Invalid option: expected one of "auto"|"systemone"|"chat"']],
+    LOCALDECIDER_UPSTREAM_PROTOCOL: [
+      ["native", 'Invalid option: expected one of "auto"|"systemone"|"chat"|"decisions"'],
+    ],
     // Alone it has nothing to go to: the embedded engine takes no key.
     LOCALDECIDER_UPSTREAM_API_KEY: [
       ["secret", "is set but LOCALDECIDER_UPSTREAM is not (the embedded engine takes no key): set both, or neither"],

@@ -22,6 +22,21 @@ describe("planRequest", () => {
     expect(plan.callCount).toBe(4);
   });
 
+  it.each([0, 1, 1.5, Number.NaN, -3])(
+    "never plans with chunks of %s options: it throws at once rather than splitting forever (issue 35)",
+    (size) => {
+      expect(() =>
+        planRequest({ big: choice(60) }, { questionsPerCall: 16, outcomesPerCall: 128, outcomesPerPart: size }),
+      ).toThrow(RangeError);
+      expect(() => partsOf("big", choice(60), size)).toThrow(RangeError);
+    },
+  );
+
+  it("splits a choice into chunks of 2, the fewest that make progress, and of Infinity (no split)", () => {
+    expect(partsOf("big", choice(5), 2).map((p) => p.options.length)).toStrictEqual([2, 2, 1]);
+    expect(partsOf("big", choice(300), Number.POSITIVE_INFINITY).map((p) => p.options.length)).toStrictEqual([300]);
+  });
+
   it("splits a choice of more than 20 labels into chunks and counts the final round", () => {
     const plan = planRequest({ big: choice(255) }, { questionsPerCall: 16, outcomesPerCall: 128 });
     const chunks = plan.firstRound.flat();

@@ -307,9 +307,11 @@ export type EmbeddedModelInfo = z.infer<typeof EmbeddedModelInfo>;
 /**
  * How the decider talks to a model server, found by its start-up check (LOCALDECIDER_UPSTREAM_PROTOCOL):
  * `systemone`, the server answers `POST /v1/systemone` itself (a decision model: llama.cpp, Ollama,
- * LiteLLM, a hosted Jev); `chat`, the decider reads token logprobs from its chat completions.
+ * LiteLLM, a hosted Jev); `chat`, the decider reads token logprobs from its chat completions; `decisions`, the
+ * server answers OpenAI's `POST /v1/decisions` (OpenAI, vLLM 0.33+, LiteLLM), asked the questions as predicates,
+ * choices and scores.
  */
-export const UpstreamProtocol = z.enum(["systemone", "chat"]);
+export const UpstreamProtocol = z.enum(["systemone", "chat", "decisions"]);
 export type UpstreamProtocol = z.infer<typeof UpstreamProtocol>;
 
 /** What answers the questions: a model server (LOCALDECIDER_UPSTREAM) or the embedded engine. */

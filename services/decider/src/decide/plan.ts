@@ -63,7 +63,15 @@ export interface Limits {
   onePartPerQuestion?: boolean;
 }
 
+/**
+ * The fewest outcomes a chunk of a split choice may have: with one, each chunk's leader is its only label and
+ * the final round is the whole choice again; with none, splitting never ends (a loop that fills memory).
+ * Whatever a server claims (upstream/option-limits.ts keeps its lessons at 2 or more), no plan is made with less.
+ */
+export const MIN_OUTCOMES_PER_PART = 2;
+
 export function partsOf(name: string, question: Question, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
+  const size = checkedChunkSize(outcomesPerPart);
   const instructions = question.instructions ?? undefined;
   switch (question.type) {
     case "noul":
@@ -94,8 +102,8 @@ export function partsOf(name: string, question: Question, outcomesPerPart = MAX_
     case "choice": {
       const labels = Object.entries(question.criteria);
       const chunks: [string, Entry][][] = [];
-      for (let i = 0; i < labels.length; i += outcomesPerPart) {
-        chunks.push(labels.slice(i, i + outcomesPerPart));
+      for (let i = 0; i < labels.length; i += size) {
+        chunks.push(labels.slice(i, i + size));
       }
       return chunks.map((chunk, index) => ({
         question: name,
@@ -192,7 +200,18 @@ export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, n
 }
 
 export function chunkSize(limits: Limits): number {
-  return limits.outcomesPerPart ?? MAX_OUTCOMES_PER_PART;
+  return checkedChunkSize(limits.outcomesPerPart ?? MAX_OUTCOMES_PER_PART);
+}
+
+/**
+ * A chunk's size, whole (an unlimited engine's is Infinity): one under MIN_OUTCOMES_PER_PART (or not a number)
+ * is a fault of whatever computed it, thrown rather than planned with.
+ */
+function checkedChunkSize(size: number): number {
+  if (!(size >= MIN_OUTCOMES_PER_PART)) {
+    throw new RangeError(`a choice cannot be split into chunks of ${size} options (at least ${MIN_OUTCOMES_PER_PART})`);
+  }
+  return Math.floor(size);
 }
 
 /** The key of the i-th part of a prompt in the model's JSON answer. */

@@ -40,15 +40,12 @@ export function classifyStatus(status: number, message: string, retryAfter?: str
   return { kind: "server_error", status, detail: message };
 }
 
-/** A native server's 422 (or 413) that names the most options a question may have (llama.cpp, Cloudflare). */
-const OPTION_LIMIT = /option[\s\S]*?at most (\d+)/i;
-
 /**
  * A native System One server's answer with an error status, as a kind. The statuses follow llama.cpp's
  * published contract (tools/server/tests/unit/test_systemone.py, ERROR_CONTRACT): 413 request_too_large
  * (its prompt-token budget or question count: smaller calls may pass), 422 unprocessable_entity (the
- * request's own fault; `questions.<id>: too many options (60), this model supports at most 52` teaches the
- * option limit), 429 rate_limit with Retry-After (its decision queue is full), 501 not_supported (not a
+ * request's own fault; whether a refusal is about the number of options is the adapter's to learn, from
+ * the call it refused: option-limits.ts), 429 rate_limit with Retry-After (its decision queue is full), 501 not_supported (not a
  * decision model, or images a model without image input cannot take). The rest as any server's.
  */
 export function classifyNativeStatus(
@@ -57,9 +54,6 @@ export function classifyNativeStatus(
   retryAfter: string | undefined,
   withImages: boolean,
 ): UpstreamFailure {
-  // Read in the first 1,000 characters only: the lazy scan is quadratic in a long text of many "option"s.
-  const limit = status === 413 || status === 422 ? OPTION_LIMIT.exec(message.slice(0, 1000)) : null;
-  if (limit !== null) return { kind: "option_limit", limit: Number(limit[1]), detail: message };
   if (status === 413) return { kind: "too_large", detail: message };
   // llama.cpp's 400 exceed_context_size_error is a context overflow as on the chat path; its other 400s
   // (exceed_batch_size_error, a body it could not read) are refusals of this request.

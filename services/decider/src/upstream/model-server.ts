@@ -1,6 +1,7 @@
 import type { Logger } from "@localdecider/service-kit";
 import { upstreamAddress, upstreamAuthorization } from "./address";
 import { DEFAULT_UPSTREAM_MAX_BODY } from "./body-limit";
+import { DecisionsUpstream } from "./decisions-upstream";
 import { OpenAIUpstream } from "./openai-upstream";
 import type { PoolServer } from "./pool";
 import type { ProtocolSetting } from "./protocol";
@@ -33,7 +34,7 @@ export interface ModelServerOptions {
 }
 
 /**
- * One model server of LOCALDECIDER_UPSTREAM: both protocols' adapters behind the one port, and its start-up
+ * One model server of LOCALDECIDER_UPSTREAM: each protocol's adapter (chat, System One, Decisions) behind the one port, and its start-up
  * check, which finds the protocol it speaks. `upstream` is the adapter of that protocol (the chat adapter
  * until a check found the server speaks System One).
  */
@@ -42,6 +43,7 @@ export class ModelServer implements PoolServer {
   readonly probe: ServerCheck;
   readonly chat: OpenAIUpstream;
   readonly native: SystemOneUpstream;
+  readonly decisions: DecisionsUpstream;
   private readonly chatPort: Upstream;
 
   constructor(options: ModelServerOptions) {
@@ -54,6 +56,12 @@ export class ModelServer implements PoolServer {
     this.chat = new OpenAIUpstream({ baseURL, model, authorization, timeoutMs, maxBodyBytes });
     this.chatPort = options.wrapChat?.(this.chat) ?? this.chat;
     this.native = new SystemOneUpstream({
+      baseURL,
+      authorization,
+      onNotDecisionModel: () => this.probe.recheck(),
+      maxBodyBytes,
+    });
+    this.decisions = new DecisionsUpstream({
       baseURL,
       authorization,
       onNotDecisionModel: () => this.probe.recheck(),
@@ -80,7 +88,8 @@ export class ModelServer implements PoolServer {
   }
 
   get upstream(): ModelPort {
-    return this.probe.protocol === "systemone" ? this.native : this.chatPort;
+    const protocol = this.probe.protocol;
+    return protocol === "systemone" ? this.native : protocol === "decisions" ? this.decisions : this.chatPort;
   }
 
   get protocol(): Protocol | undefined {
@@ -88,6 +97,6 @@ export class ModelServer implements PoolServer {
   }
 
   get decisionModels(): readonly string[] {
-    return this.probe.protocol === "systemone" ? this.probe.decisionModels : [];
+    return this.probe.protocol === "chat" || this.probe.protocol === undefined ? [] : this.probe.decisionModels;
   }
 }

@@ -59,6 +59,7 @@ export const PROBE_BODY = {
  */
 export async function findProtocol(query: ProtocolQuery): Promise<FoundProtocol | Readiness> {
   if (query.setting === "chat") return { protocol: "chat", how: "configured", decisionModels: [] };
+  if (query.setting === "decisions") return decisionsOrNotReady(query, "configured");
   const listed = await decisionModelsListed(query);
   if (query.setting === "auto") {
     const published = listed.published.get(query.model);
@@ -113,6 +114,98 @@ export async function findProtocol(query: ProtocolQuery): Promise<FoundProtocol 
     decisionModels: [],
     ...(probe.status === 501 ? { notDecisionModel: "it answered POST /v1/systemone with HTTP 501" } : {}),
   };
+}
+
+/**
+ * SGLang's `/v1/decisions` is a dialect of its own on the same path (`questions:[{id, type: choice|score|yes_no,
+ * question, options|levels}]`, answers keyed by id, `usage {prompt_tokens, total_tokens}`): the decider does not
+ * speak it, and sending it OpenAI's shapes would fail every decision, so the server is not ready, saying so.
+ */
+export const SGLANG_DECISIONS =
+  "the model server is SGLang, whose POST /v1/decisions is SGLang's own dialect (questions with id and question, answers keyed by id), not OpenAI's Decisions, which the decider speaks; use SGLang's chat path (LOCALDECIDER_UPSTREAM_PROTOCOL=chat or auto, with a model that reports logprobs) or a server that speaks OpenAI's dialect (vLLM 0.33+, LiteLLM)";
+
+/** The Decisions probe's own request: one predicate, small, the same every time, only documented fields. */
+export const DECISIONS_PROBE_BODY = {
+  input: "This is the decider's start-up check.",
+  questions: [{ type: "predicate", name: "check", instructions: "Is this a start-up check?" }],
+};
+
+/** What one `POST /v1/decisions` with DECISIONS_PROBE_BODY found. */
+export type DecisionsProbe =
+  | { dialect: "openai" }
+  | { dialect: "sglang"; detail: string }
+  | { dialect: "none"; status: number; message: string };
+
+/**
+ * Whether the server answers OpenAI's Decisions dialect for the model: a 200 whose `answers` is a list holding
+ * a predicate answer. SGLang is told by its kind (its model list's `owned_by`), by a 200 in its shape (answers
+ * keyed by id, or `usage.prompt_tokens`), or by a refusal naming its `yes_no` type. A 429, a 5xx (but 501) or
+ * no answer decides nothing: it throws (asked again at the next check).
+ */
+export async function probeDecisions(query: ProtocolQuery): Promise<DecisionsProbe> {
+  const response = await fetch(`${query.baseURL}/decisions`, {
+    method: "POST",
+    headers: headersOf(query, true),
+    body: JSON.stringify({ model: query.model, ...DECISIONS_PROBE_BODY }),
+    signal: AbortSignal.timeout(query.timeoutMs),
+  });
+  const text = await response.text();
+  if (response.status === 429 || (response.status >= 500 && response.status !== 501)) {
+    throw new Error(`POST ${query.baseURL}/decisions answered HTTP ${response.status}`);
+  }
+  const body = parsed(text);
+  const message = text.slice(0, 500);
+  if (query.kind === "sglang" && response.status !== 404)
+    return { dialect: "sglang", detail: "its model list names it SGLang" };
+  if (response.status === 200 && isObject(body)) {
+    const usage = isObject(body.usage) ? body.usage : {};
+    if (isObject(body.answers) || ("prompt_tokens" in usage && !("input_tokens" in usage))) {
+      return { dialect: "sglang", detail: `its answer is in SGLang's shape: ${message}` };
+    }
+    const first: unknown = Array.isArray(body.answers) ? body.answers[0] : undefined;
+    if (isObject(first) && first.type === "predicate") return { dialect: "openai" };
+  }
+  if ((response.status === 400 || response.status === 422) && /yes_no/.test(message)) {
+    return { dialect: "sglang", detail: `its refusal names SGLang's question types: ${message}` };
+  }
+  return { dialect: "none", status: response.status, message };
+}
+
+/** The Decisions dialect if the server answers it; else why not, as a not-ready answer (or undefined: `auto`). */
+async function decisionsOrNotReady(query: ProtocolQuery, how: string): Promise<FoundProtocol | Readiness> {
+  const probe = await probeDecisions(query);
+  if (probe.dialect === "openai") return { protocol: "decisions", how, decisionModels: [query.model] };
+  if (probe.dialect === "sglang")
+    return { ready: false, message: SGLANG_DECISIONS, modelMissing: true, detail: probe.detail };
+  return {
+    ready: false,
+    message:
+      probe.status === 501
+        ? "LOCALDECIDER_UPSTREAM_PROTOCOL is decisions but the model server cannot serve the model in its Decisions API (it answered POST /v1/decisions with HTTP 501)"
+        : `LOCALDECIDER_UPSTREAM_PROTOCOL is decisions but the model server does not answer POST /v1/decisions (HTTP ${probe.status})`,
+    modelMissing: true,
+    detail: probe.message,
+  };
+}
+
+/**
+ * `auto`'s last resort, once neither System One nor a usable chat path answered: the server's Decisions API
+ * (OpenAI's, vLLM 0.33's, LiteLLM's). Undefined when it has none (or could not be asked); SGLang's dialect is
+ * a not-ready answer that says why.
+ */
+export async function decisionsLastResort(query: ProtocolQuery): Promise<FoundProtocol | Readiness | undefined> {
+  let probe: DecisionsProbe;
+  try {
+    probe = await probeDecisions(query);
+  } catch {
+    return undefined;
+  }
+  if (probe.dialect === "openai") {
+    return { protocol: "decisions", how: "probe (last resort)", decisionModels: [query.model] };
+  }
+  if (probe.dialect === "sglang")
+    return { ready: false, message: SGLANG_DECISIONS, modelMissing: true, detail: probe.detail };
+  return undefined;
 }
 
 function withModel(models: readonly string[], model: string): string[] {

@@ -1,7 +1,7 @@
 import type { Logger } from "@localdecider/service-kit";
 import type { PromptSeam } from "./llama-packed";
 import type { ChatBody, Completion, OpenAIUpstream } from "./openai-upstream";
-import { type FoundProtocol, findProtocol, type ProtocolSetting } from "./protocol";
+import { decisionsLastResort, type FoundProtocol, findProtocol, type ProtocolSetting } from "./protocol";
 import type { Readiness, ReadinessProbe } from "./readiness";
 import { detectServer, type ServerProfile } from "./server-profile";
 import {
@@ -167,12 +167,20 @@ export class ServerCheck implements ReadinessProbe {
     this.logProfile(profile);
     const found = await findProtocol({ ...this.options, setting: this.options.protocol, kind: profile.kind });
     if ("ready" in found) return found;
-    if (found.protocol === "systemone") return this.use(found);
+    if (found.protocol !== "chat") return this.use(found);
     const why = found.notDecisionModel;
+    // `auto`'s last resort when the chat path fails too: OpenAI's Decisions dialect (protocol.ts).
+    const lastResort = async () => {
+      if (this.options.protocol !== "auto") return undefined;
+      const decisions = await decisionsLastResort({ ...this.options, setting: "auto", kind: profile.kind });
+      return decisions === undefined || "ready" in decisions ? decisions : this.use(decisions);
+    };
     let chat: Readiness;
     try {
       chat = await this.inspectChat(profile);
     } catch (err) {
+      const last = await lastResort();
+      if (last !== undefined) return last;
       if (why === undefined) throw err;
       chat = {
         ready: false,
@@ -182,6 +190,8 @@ export class ServerCheck implements ReadinessProbe {
       };
     }
     if (chat.ready) return this.use(found);
+    const last = await lastResort();
+    if (last !== undefined) return last;
     if (why === undefined) return chat;
     // Neither way works: say both, the decision model first (the likelier thing the operator meant to run).
     return {
@@ -196,7 +206,7 @@ export class ServerCheck implements ReadinessProbe {
         server: this.options.baseURL,
         protocol: found.protocol,
         how: found.how,
-        ...(found.protocol === "systemone" ? { decisionModels: found.decisionModels.slice(0, 20) } : {}),
+        ...(found.protocol !== "chat" ? { decisionModels: found.decisionModels.slice(0, 20) } : {}),
       });
     }
     this.found = found;

@@ -1,7 +1,9 @@
 import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
-import { classifyNativeStatus, classifyTransport, retryOnNewConnection } from "./failure";
+import { classifyNativeStatus } from "./failure";
 import { createHttpTransport, type HttpRequest } from "./http-fetch";
+import { errorMessage, type NativeResponse, postJson } from "./native-post";
+import { OptionLimits, readRefusal, widestChoice } from "./option-limits";
 import type { ServerKind } from "./server-profile";
 import {
   type NativeCall,
@@ -19,6 +21,8 @@ export interface SystemOneUpstreamOptions {
   authorization: string | undefined;
   /** Told when the server answers 501 for a call without images: its model is not a decision model (any more). */
   onNotDecisionModel?: () => void;
+  /** The clock learnt option limits expire by (tests move it); Date.now by default. */
+  now?: () => number;
   /** LOCALDECIDER_UPSTREAM_MAX_BODY (default DEFAULT_UPSTREAM_MAX_BODY). */
   maxBodyBytes?: number;
 }
@@ -44,18 +48,19 @@ export class SystemOneUpstream implements NativeUpstream {
   readonly protocol = "systemone";
   private readonly send: HttpRequest;
   private readonly url: URL;
-  /** Option limits a server's 422 taught, per model (they only ever go down). */
-  private readonly learned = new Map<string, number>();
+  /** Option limits per model: documented, or learnt from the server's refusals (option-limits.ts). */
+  private readonly limits: OptionLimits;
   /** What kind of server answers (its start-up check reads it): llama.cpp and Ollama take images their own way. */
   serverKind: ServerKind = "unknown";
 
   constructor(private readonly options: SystemOneUpstreamOptions) {
-    this.url = new URL(`${options.baseURL}/systemone`);
     this.send = createHttpTransport({ maxBodyBytes: options.maxBodyBytes }).request;
+    this.url = new URL(`${options.baseURL}/systemone`);
+    this.limits = new OptionLimits(documentedOptionLimit, options.now);
   }
 
   optionLimit(model: string): number {
-    return this.learned.get(model) ?? documentedOptionLimit(model);
+    return this.limits.limit(model);
   }
 
   async decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult> {
@@ -65,50 +70,29 @@ export class SystemOneUpstream implements NativeUpstream {
     const images = call.assets !== undefined || call.questions.some((q) => q.type === "box");
     const response = await this.post(body, options.signal, images);
     if (response.status !== 200) throw this.failed(call, response, images);
-    return resultOf(response.text);
+    const result = resultOf(response.text);
+    this.limits.answered(call.model, widestChoice(call));
+    return result;
   }
 
-  /**
-   * One POST; a kept-alive connection cut as it went out is tried once more (the call changes nothing on the
-   * server before it answers). `signal` is the decision's: its deadline (LOCALDECIDER_TIMEOUT, which always
-   * ends it: no timer of its own per call) or its client going away.
-   */
-  private async post(
-    body: string,
-    signal: AbortSignal,
-    images: boolean,
-  ): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
+  private post(body: string, signal: AbortSignal, images: boolean): Promise<NativeResponse> {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
     // Jev 1.14's images and box questions are opt-in on TypeSafe's API: the client's opt-in is passed on.
     if (images) headers[IMAGES_HEADER.toLowerCase()] = "true";
     if (this.options.authorization !== undefined) headers.authorization = this.options.authorization;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const response = await this.send(this.url, { method: "POST", headers, body, signal });
-        const retryAfter = response.headers["retry-after"];
-        return { status: response.status, text: response.body.toString("utf8"), retryAfter };
-      } catch (err) {
-        if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
-        const failure = classifyTransport(err);
-        if (retryOnNewConnection(failure)) {
-          if (attempt === 0) continue;
-          throw new UpstreamError({ kind: "unreachable", detail: "detail" in failure ? failure.detail : "" });
-        }
-        throw new UpstreamError(failure);
-      }
-    }
+    return postJson(this.send, this.url, headers, body, signal);
   }
 
-  /** A non-200 answer, classified once; an option limit is remembered for the model, a 501 reported. */
-  private failed(
-    call: NativeCall,
-    response: { status: number; text: string; retryAfter: string | undefined },
-    images: boolean,
-  ): UpstreamError {
-    const failure = classifyNativeStatus(response.status, errorMessage(response.text), response.retryAfter, images);
-    if (failure.kind === "option_limit") {
-      this.learned.set(call.model, Math.min(failure.limit, this.optionLimit(call.model)));
-    }
+  /**
+   * A non-200 answer, classified once; a 501 reported. A refusal of a call holding a wide choice may be the
+   * server's option limit, whatever its wording: then it is an `option_limit` naming the smaller size to try
+   * (OptionLimits), and the decider splits the choice again.
+   */
+  private failed(call: NativeCall, response: NativeResponse, images: boolean): UpstreamError {
+    const message = errorMessage(response.text);
+    const failure = readRefusal(this.limits, call, response.status, message, () =>
+      classifyNativeStatus(response.status, message, response.retryAfter, images),
+    );
     if (failure.kind === "not_decision_model") this.options.onNotDecisionModel?.();
     return new UpstreamError(failure);
   }
@@ -184,19 +168,4 @@ function count(value: unknown): number {
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/** The message of an error body: `{"error":{"message"}}` (llama.cpp, Jev), `{"error":"…"}` (Ollama), or the text. */
-function errorMessage(text: string): string {
-  try {
-    const body: unknown = JSON.parse(text);
-    if (isObject(body)) {
-      if (isObject(body.error) && typeof body.error.message === "string") return body.error.message;
-      if (typeof body.error === "string") return body.error;
-      if (typeof body.message === "string") return body.message;
-    }
-  } catch {
-    // Not JSON: the text itself.
-  }
-  return text.slice(0, 1000);
 }

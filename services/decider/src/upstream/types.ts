@@ -54,6 +54,8 @@ export interface ProbeOptions {
 export interface ProbeUsage {
   input: number;
   output: number;
+  /** Of `input`, the tokens the server read from its prompt cache, when it says (OpenAI's `cached_tokens`). */
+  cached?: number;
 }
 
 /** What a model server brought back for one probe: the top alternatives at the probed position. */
@@ -103,7 +105,10 @@ export interface Upstream {
 }
 
 /** What a model server speaks, as its start-up check found (LOCALDECIDER_UPSTREAM_PROTOCOL). */
-export type Protocol = "systemone" | "chat";
+export type Protocol = "systemone" | "chat" | "decisions";
+
+/** The protocols whose servers answer a call's questions themselves (NativeUpstream). */
+export type NativeProtocol = "systemone" | "decisions";
 
 /**
  * One question of a native call: a part of the plan (a whole question, a chunk of a big choice, or the final
@@ -114,8 +119,12 @@ export interface NativeQuestion {
   /** `box`: Jev 1.14's question, where in an image a thing is (no options; its answer is four edges). */
   type: "noul" | "choice" | "score" | "box";
   instructions: Entry | undefined;
-  /** choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false"; box: none. */
-  options: readonly { label: string; description: Entry | undefined }[];
+  /**
+   * choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false"; box: none.
+   * `value`: a choice option's typed value where the client's dialect has one (OpenAI's Decisions: `"true"` and
+   * `true` are two values); a Decisions server is sent `value ?? label` and answers are mapped back by it.
+   */
+  options: readonly { label: string; description: Entry | undefined; value?: string | boolean }[];
 }
 
 /** One `POST /v1/systemone` call: one prompt of the plan, at most QUESTIONS_PER_CALL questions. */
@@ -137,14 +146,17 @@ export interface NativeResult {
 }
 
 /**
- * A model server that speaks System One itself: one call answers a prompt's questions, each with the server's
- * own distribution (llama.cpp's decision models, Ollama, LiteLLM, a hosted Jev).
+ * A model server that answers a prompt's questions itself, each with the server's own distribution: in System
+ * One (llama.cpp's decision models, Ollama, LiteLLM, a hosted Jev, vLLM's /v1/systemone) or in OpenAI's
+ * Decisions dialect (OpenAI, vLLM's /v1/decisions, LiteLLM: decisions-upstream.ts, which maps the answers back
+ * to System One's shape). A question the server declined comes back as `{type: "refusal"}`.
  */
 export interface NativeUpstream {
-  readonly protocol: "systemone";
+  readonly protocol: NativeProtocol;
   /**
-   * Most options one question may have for `model` on this server: learned from its 422 (or 413), else the
-   * documented value for the model's type (openjev and nimble 52, the others 255).
+   * Most options one question may have for `model` on this server: learnt from its refusals (option-limits.ts:
+   * at least OPTION_LIMIT_FLOOR, for OPTION_LIMIT_TTL_MS), else the documented value for the model's type
+   * (openjev and nimble 52, the others 255).
    */
   optionLimit(model: string): number;
   decide(call: NativeCall, options: ProbeOptions): Promise<NativeResult>;
@@ -154,7 +166,7 @@ export interface NativeUpstream {
 export type ModelPort = Upstream | NativeUpstream;
 
 export function isNative(port: ModelPort): port is NativeUpstream {
-  return "protocol" in port && port.protocol === "systemone";
+  return "protocol" in port && (port.protocol === "systemone" || port.protocol === "decisions");
 }
 
 /**
@@ -186,7 +198,7 @@ export type UpstreamFailure =
   | { kind: "too_large"; detail: string }
   /** A native server's refusal of what the client asked (422, or images a model cannot take): the client's to fix. */
   | { kind: "refused"; status: number; reason: string; detail: string }
-  /** A native server's 422 (or 413) naming the most options one question may have for this model. */
+  /** A native server's refusal of a call with a wide choice, read as its option limit: `limit` is the size to try (option-limits.ts). */
   | { kind: "option_limit"; limit: number; detail: string }
   /** A native server's 501: the model it holds is not a decision model. */
   | { kind: "not_decision_model"; detail: string }

@@ -12,8 +12,19 @@ import { closeAbruptly, listenOnLoopback } from "../loopback-server";
  *
  * Ollama's flavour (0.35+, per the project's SYSTEMONE.md notes) publishes `decision` in `POST /api/show` capabilities
  * instead, and a `silent` server publishes nothing (only the probe tells). Each behaviour below names its source.
+ *
+ * vLLM's flavour (0.32's `/v1/systemone`, vllm/entrypoints/generate/structured_decisions/, per the project's
+ * DECISIONS.md notes) [VLLM]: options labelled A–Z, so 26 per question, 10 levels, 64 questions; every fault
+ * of a body is a 400 in its OpenAI-style envelope `{"error":{"message","type":"BadRequestError","param","code"}}`,
+ * the too-many-options text worded two ways across versions ("… at most 26 options for this model", earlier
+ * "… alternatives …"); unknown question fields are refused; answers carry `id`, `object`, `created` and
+ * `diagnostics`, a noul answer `probabilities {yes, no}` and `confidence` too; its /v1/models has no
+ * `architecture` (owned_by `vllm`).
  */
-export type SystemOneFlavour = "llama" | "ollama" | "silent";
+export type SystemOneFlavour = "llama" | "ollama" | "silent" | "vllm";
+
+/** [VLLM] the two wordings of its too-many-options refusal. */
+export type VllmWording = "options" | "alternatives";
 
 /** Faults applied to the next calls of POST /v1/systemone, one each, in order. */
 export type SystemOneFault =
@@ -121,6 +132,13 @@ export class FakeSystemOne {
   retryAfter = "1";
   /** Adds fields no client asked for (top level and in each answer): the decider must not pass them on. */
   extraFields = false;
+  /** vLLM's flavour: how its too-many-options refusal is worded [VLLM]. */
+  vllmWording: VllmWording = "options";
+  /**
+   * Questions it refuses with 422, the message naming each as llama.cpp's validation messages do
+   * (`questions.<id>: …` [SOURCE: parse_questions]): the client's own text comes back in the server's.
+   */
+  refused = new Set<string>();
   script: NativeScript = hashedNativeScript;
   faults: SystemOneFault[] = [];
   /** While true, calls wait until release() (or until the client goes away). */
@@ -154,6 +172,8 @@ export class FakeSystemOne {
   constructor(options: { flavour?: SystemOneFlavour; models?: string[] } = {}) {
     this.flavour = options.flavour ?? "llama";
     this.models = options.models ?? ["test-model"];
+    // [VLLM] labels A–Z.
+    if (this.flavour === "vllm") this.optionLimit = 26;
   }
 
   async start(port = 0): Promise<string> {
@@ -206,6 +226,12 @@ export class FakeSystemOne {
     ];
     if (this.flavour === "ollama") {
       return { object: "list", data: all.map(({ id }) => ({ id, object: "model", created: 0, owned_by: "library" })) };
+    }
+    if (this.flavour === "vllm") {
+      return {
+        object: "list",
+        data: all.map(({ id }) => ({ id, object: "model", created: 0, owned_by: "vllm", root: id, parent: null })),
+      };
     }
     if (this.flavour === "silent") {
       return { object: "list", data: all.map(({ id }) => ({ id, object: "model", created: 0, owned_by: "someone" })) };
@@ -289,7 +315,11 @@ export class FakeSystemOne {
       if (fault === "notDecision" || !this.decision) {
         throw new Refusal(501, "not_supported_error", "This model is not a decision model");
       }
-      const questions = parseQuestions(request, this.optionLimit, this.boxes);
+      const questions = parseQuestions(request, this.optionLimit, this.boxes, this.vllm());
+      const refused = questions.find((q) => this.refused.has(q.key));
+      if (refused !== undefined) {
+        throw new Refusal(422, "unprocessable_entity_error", `questions.${refused.key}: this model cannot answer it`);
+      }
       const images = parseImages(request);
       // [README] "A request with images returns the error 501 if the model does not support image input".
       if (images > 0 && !this.vision) {
@@ -330,13 +360,26 @@ export class FakeSystemOne {
     } catch (err) {
       if (gone) return;
       if (err instanceof Refusal) {
-        send(res, err.status, { error: { code: err.status, message: err.message, type: err.type } }, err.headers);
+        send(res, ...this.refusalOf(err), err.headers);
         return;
       }
       throw err;
     } finally {
       this.queued -= tasks;
     }
+  }
+
+  /** A refusal's status and body: llama.cpp's envelope, or vLLM's, where every fault of a body is a 400 [VLLM]. */
+  private refusalOf(err: Refusal): [number, unknown] {
+    if (this.flavour !== "vllm")
+      return [err.status, { error: { code: err.status, message: err.message, type: err.type } }];
+    const status = err.status === 422 ? 400 : err.status;
+    const type = status === 400 ? "BadRequestError" : status === 501 ? "NotImplementedError" : "InternalServerError";
+    return [status, { error: { message: err.message, type, param: null, code: status } }];
+  }
+
+  private vllm(): VllmWording | undefined {
+    return this.flavour === "vllm" ? this.vllmWording : undefined;
   }
 
   /** The model that answers: the loaded one (single-model mode ignores `model`), or the one routed to. */
@@ -363,6 +406,10 @@ export class FakeSystemOne {
     questions: AskedNativeQuestion[],
     fault: SystemOneFault | undefined,
   ): void {
+    // [VLLM] 64 questions per call.
+    if (this.flavour === "vllm" && questions.length > 64) {
+      throw new Refusal(400, "BadRequestError", "questions: at most 64 for this model");
+    }
     if (questions.length > MAX_QUESTIONS) {
       throw new Refusal(
         413,
@@ -417,6 +464,21 @@ export class FakeSystemOne {
       input_tokens: renderedTokens(request.state, questions, true),
       output_tokens: this.flavour === "ollama" ? 1 : 0,
     };
+    if (this.flavour === "vllm") {
+      // [VLLM] its extra response fields.
+      const diagnostics = Object.fromEntries(
+        questions.map((q) => [q.key, { label_mass: 0.97, argmax_is_label: true }]),
+      );
+      return {
+        id: `decision-${this.calls}`,
+        object: "structured_decision",
+        created: 1_764_000_000,
+        model,
+        answers,
+        usage,
+        diagnostics,
+      };
+    }
     return this.extraFields
       ? { model, answers, usage, timings: { total_ms: 1.5 }, id: "decision-1" }
       : { model, answers, usage };
@@ -431,7 +493,10 @@ export class FakeSystemOne {
     if (fault === "wrongType") return { type: q.type === "noul" ? "score" : "noul", noul: 0.5 };
     if (q.type === "noul") {
       const p = probabilities.true as number;
-      return { type: "noul", noul: fault === "notNumber" ? String(p) : p, ...extra };
+      // [VLLM] a noul answer also carries its two probabilities and a confidence.
+      const vllm =
+        this.flavour === "vllm" ? { probabilities: { yes: p, no: 1 - p }, confidence: Math.abs(2 * p - 1) } : {};
+      return { type: "noul", noul: fault === "notNumber" ? String(p) : p, ...extra, ...vllm };
     }
     const shown: Record<string, unknown> = { ...probabilities };
     if (fault === "unknownLabel") shown["not-asked"] = 0;
@@ -459,7 +524,12 @@ export class FakeSystemOne {
  * test_systemone_invalid_request, test_systemone_instructions_must_carry_content]: 422
  * unprocessable_entity_error, the message naming `questions.<id>`.
  */
-function parseQuestions(request: Record<string, unknown>, optionLimit: number, boxes = false): AskedNativeQuestion[] {
+function parseQuestions(
+  request: Record<string, unknown>,
+  optionLimit: number,
+  boxes = false,
+  vllm?: VllmWording,
+): AskedNativeQuestion[] {
   const refuse = (message: string) => new Refusal(422, "unprocessable_entity_error", message);
   if (!("state" in request) || request.state === null) throw refuse('"state" must be provided');
   const raw = request.questions;
@@ -507,7 +577,14 @@ function parseQuestions(request: Record<string, unknown>, optionLimit: number, b
     } else {
       throw err('"type" must be one of: choice, score, noul');
     }
-    if (labels.length > optionLimit) {
+    if (vllm !== undefined) {
+      // [VLLM] unknown question fields are refused; 10 levels; the option limit in its own words.
+      const unknown = Object.keys(question).find((k) => !["type", "instructions", "criteria"].includes(k));
+      if (unknown !== undefined) throw refuse(`question '${key}': unknown field '${unknown}'`);
+      if (labels.length > optionLimit) {
+        throw refuse(`question '${key}': at most ${optionLimit} ${vllm} for this model`);
+      }
+    } else if (labels.length > optionLimit) {
       throw err(`too many options (${labels.length}), this model supports at most ${optionLimit}`);
     }
     questions.push({ key, type: question.type, labels, instructions, criteria });
