@@ -2,7 +2,6 @@
 // Everything it shows from a response is written as text (textContent), never as HTML.
 // The API key lives in the `apiKey` variable below only: never in localStorage, sessionStorage or a cookie,
 // and never in the code samples (they read $LOCALDECIDER_API_KEY / process.env instead).
-"use strict";
 
 (() => {
   /** The API key for this tab, from the key field; forgotten when the tab closes or reloads. */
@@ -46,7 +45,7 @@
   const TYPE_TITLES = { noul: "Yes / no", choice: "Choice", score: "Score" };
 
   /** The questions as edited, in order. */
-  let questions = EXAMPLE_QUESTIONS.map((q) => withId(structuredClone(q)));
+  const questions = EXAMPLE_QUESTIONS.map((q) => withId(structuredClone(q)));
 
   const $ = (id) => document.getElementById(id);
 
@@ -92,7 +91,11 @@
   }
 
   function removeButton(label, onClick) {
-    return h("button", { type: "button", class: "icon-button", "aria-label": label, title: label, onclick: onClick }, "×");
+    return h(
+      "button",
+      { type: "button", class: "icon-button", "aria-label": label, title: label, onclick: onClick },
+      "×",
+    );
   }
 
   function questionLabel(q, index) {
@@ -123,10 +126,14 @@
     );
     const name = field(
       "Name",
-      textInput(q.name, (v) => {
-        q.name = v;
-        updateCode();
-      }, { "data-part": "name", autocomplete: "off" }),
+      textInput(
+        q.name,
+        (v) => {
+          q.name = v;
+          updateCode();
+        },
+        { "data-part": "name", autocomplete: "off" },
+      ),
     );
     const instructions = field(
       "Instructions",
@@ -150,17 +157,25 @@
   function noulCriteria(q) {
     const yes = field(
       "Yes means (optional)",
-      textInput(q.yes, (v) => {
-        q.yes = v;
-        updateCode();
-      }, { "data-part": "yes" }),
+      textInput(
+        q.yes,
+        (v) => {
+          q.yes = v;
+          updateCode();
+        },
+        { "data-part": "yes" },
+      ),
     );
     const no = field(
       "No means (optional)",
-      textInput(q.no, (v) => {
-        q.no = v;
-        updateCode();
-      }, { "data-part": "no" }),
+      textInput(
+        q.no,
+        (v) => {
+          q.no = v;
+          updateCode();
+        },
+        { "data-part": "no" },
+      ),
     );
     return h("div", { class: "question-grid" }, yes, no);
   }
@@ -170,14 +185,22 @@
       h(
         "li",
         { class: "option-row" },
-        textInput(option.label, (v) => {
-          option.label = v;
-          updateCode();
-        }, { "aria-label": `Option ${i + 1} label`, placeholder: "label", "data-part": `label-${i}` }),
-        textInput(option.description, (v) => {
-          option.description = v;
-          updateCode();
-        }, { "aria-label": `Option ${i + 1} description`, placeholder: "description (optional)" }),
+        textInput(
+          option.label,
+          (v) => {
+            option.label = v;
+            updateCode();
+          },
+          { "aria-label": `Option ${i + 1} label`, placeholder: "label", "data-part": `label-${i}` },
+        ),
+        textInput(
+          option.description,
+          (v) => {
+            option.description = v;
+            updateCode();
+          },
+          { "aria-label": `Option ${i + 1} description`, placeholder: "description (optional)" },
+        ),
         removeButton(`Remove option ${i + 1}`, () => {
           q.options.splice(i, 1);
           renderQuestions(`[data-question="${q.id}"] [data-add-option]`);
@@ -211,10 +234,14 @@
         "li",
         { class: "level-row" },
         h("span", { class: "level-number", "aria-hidden": "true", text: String(i) }),
-        textInput(level, (v) => {
-          q.levels[i] = v;
-          updateCode();
-        }, { "aria-label": `Level ${i} description`, "data-part": `level-${i}` }),
+        textInput(
+          level,
+          (v) => {
+            q.levels[i] = v;
+            updateCode();
+          },
+          { "aria-label": `Level ${i} description`, "data-part": `level-${i}` },
+        ),
         removeButton(`Remove level ${i}`, () => {
           q.levels.splice(i, 1);
           renderQuestions(`[data-question="${q.id}"] [data-add-level]`);
@@ -253,7 +280,11 @@
   function addQuestion(type) {
     const base = { type, name: freeName(type), instructions: "" };
     if (type === "noul") Object.assign(base, { yes: "", no: "" });
-    if (type === "choice") base.options = [{ label: "", description: "" }, { label: "", description: "" }];
+    if (type === "choice")
+      base.options = [
+        { label: "", description: "" },
+        { label: "", description: "" },
+      ];
     if (type === "score") base.levels = ["low", "medium", "high"];
     const q = withId(base);
     questions.push(q);
@@ -283,7 +314,10 @@
     try {
       return JSON.parse(text);
     } catch (err) {
-      throw new InputProblem(`The state is not valid JSON (${err.message}). Fix it, or switch the state to Text.`, "#state");
+      throw new InputProblem(
+        `The state is not valid JSON (${err.message}). Fix it, or switch the state to Text.`,
+        "#state",
+      );
     }
   }
 
@@ -294,7 +328,8 @@
       const selector = `[data-question="${q.id}"] [data-part="name"]`;
       const name = q.name.trim();
       if (name === "") throw new InputProblem("Every question needs a name: its answer is found under it.", selector);
-      if (seen.has(name)) throw new InputProblem(`Two questions are named "${name}": give each its own name.`, selector);
+      if (seen.has(name))
+        throw new InputProblem(`Two questions are named "${name}": give each its own name.`, selector);
       seen.add(name);
       if (q.type === "choice") {
         const labels = new Set();
@@ -358,12 +393,19 @@
         name,
         instructions: q.instructions,
         choices: q.options.map((o) =>
-          o.description.trim() === "" ? { value: o.label.trim() } : { value: o.label.trim(), description: o.description },
+          o.description.trim() === ""
+            ? { value: o.label.trim() }
+            : { value: o.label.trim(), description: o.description },
         ),
       };
     }
     // A level needs a label: an empty one is called by its number.
-    return { type: "score", name, instructions: q.instructions, levels: q.levels.map((l, i) => ({ label: l.trim() === "" ? String(i) : l })) };
+    return {
+      type: "score",
+      name,
+      instructions: q.instructions,
+      levels: q.levels.map((l, i) => ({ label: l.trim() === "" ? String(i) : l })),
+    };
   }
 
   /**
@@ -374,7 +416,9 @@
     if (typeof state === "string") return state;
     const objects =
       (typeof state === "object" && state !== null && !Array.isArray(state)) ||
-      (Array.isArray(state) && state.length > 0 && state.every((v) => typeof v === "object" && v !== null && !Array.isArray(v)));
+      (Array.isArray(state) &&
+        state.length > 0 &&
+        state.every((v) => typeof v === "object" && v !== null && !Array.isArray(v)));
     if (!objects) return JSON.stringify(state);
     return [{ role: "user", content: [{ type: "input_json", data: state }] }];
   }
@@ -404,10 +448,7 @@
   const indent = (text, spaces) => text.replace(/\n/g, `\n${" ".repeat(spaces)}`);
 
   function curlSample(path, body) {
-    const lines = [
-      `curl -sS ${shellQuote(`${baseUrl()}/${path}`)} \\`,
-      `  -H 'Content-Type: application/json' \\`,
-    ];
+    const lines = [`curl -sS ${shellQuote(`${baseUrl()}/${path}`)} \\`, `  -H 'Content-Type: application/json' \\`];
     if (keyRequired || apiKey !== "") lines.push(`  -H "Authorization: Bearer $LOCALDECIDER_API_KEY" \\`);
     // A quoted heredoc: the shell changes nothing in the JSON (no quoting to get wrong).
     lines.push(`  --data-binary @- <<'JSON'`, JSON.stringify(body, null, 2), "JSON");
@@ -475,7 +516,9 @@
       return;
     }
     const curl =
-      dialect() === "systemone" ? curlSample("v1/systemone", bodies.systemone) : curlSample("v1/decisions", bodies.decisions);
+      dialect() === "systemone"
+        ? curlSample("v1/systemone", bodies.systemone)
+        : curlSample("v1/decisions", bodies.decisions);
     $("code-curl").textContent = curl;
     $("code-sdk").textContent = sdkSample(bodies.systemone);
     $("code-openai").textContent = openaiSample(bodies.decisions);
@@ -498,10 +541,15 @@
   /** Shows a problem in plain words: a title, optional lines, and the field it is about (marked and focused). */
   function showProblem(title, lines = [], selector) {
     const box = $("error");
-    box.replaceChildren(
-      h("p", { class: "error-title", text: title }),
-      lines.length === 0 ? null : h("ul", {}, lines.map((line) => h("li", { text: line }))),
-    );
+    box.replaceChildren(h("p", { class: "error-title", text: title }));
+    if (lines.length > 0)
+      box.append(
+        h(
+          "ul",
+          {},
+          lines.map((line) => h("li", { text: line })),
+        ),
+      );
     box.hidden = false;
     const target = selector === undefined ? null : document.querySelector(selector);
     if (target !== null) {
@@ -580,14 +628,16 @@
 
   /** The error of either dialect: the decider's `{error, code, details}`, or OpenAI's `{error: {message, param, code}}`. */
   function readError(body) {
-    if (body === undefined || body === null || typeof body !== "object") return { message: undefined, code: undefined, fields: [] };
+    if (body === undefined || body === null || typeof body !== "object")
+      return { message: undefined, code: undefined, fields: [] };
     const error = body.error;
     if (typeof error === "string") {
       const fields = Array.isArray(body.details) ? body.details.map((d) => ({ path: d.path, message: d.message })) : [];
       return { message: error, code: body.code, fields };
     }
     if (typeof error === "object" && error !== null) {
-      const fields = typeof error.param === "string" && error.param !== "" ? [{ path: error.param, message: error.message }] : [];
+      const fields =
+        typeof error.param === "string" && error.param !== "" ? [{ path: error.param, message: error.message }] : [];
       return { message: error.message, code: error.code ?? error.type, fields };
     }
     return { message: undefined, code: undefined, fields: [] };
@@ -596,9 +646,13 @@
   /** The editor field a problem's path names (`questions.tone.instructions`, `questions[1].choices`), if any. */
   function fieldFor(path) {
     const match = /^questions(?:\.|\[)([^.\]]+)\]?(?:\.(\w+))?/.exec(path ?? "");
-    if (match === null) return path === "state" || path === "input" ? "#state" : path === "model" ? "#model" : undefined;
+    if (match === null)
+      return path === "state" || path === "input" ? "#state" : path === "model" ? "#model" : undefined;
     const [, key, part] = match;
-    const q = /^\d+$/.test(key) && dialect() === "decisions" ? questions[Number(key)] : questions.find((x) => x.name.trim() === key);
+    const q =
+      /^\d+$/.test(key) && dialect() === "decisions"
+        ? questions[Number(key)]
+        : questions.find((x) => x.name.trim() === key);
     if (q === undefined) return undefined;
     const card = `[data-question="${q.id}"]`;
     return part === "instructions" || part === "name" ? `${card} [data-part="${part}"]` : `${card} [data-part="name"]`;
@@ -633,13 +687,19 @@
         fields.length === 0
           ? `The decider refused the request: ${said} (${tag}).`
           : `The decider refused the request (${tag}). Fix ${fields.length === 1 ? "this field" : "these fields"} and send again:`;
-      showProblem(title, lines, fields.map((f) => fieldFor(f.path)).find((s) => s !== undefined));
+      showProblem(
+        title,
+        lines,
+        fields.map((f) => fieldFor(f.path)).find((s) => s !== undefined),
+      );
       return;
     }
     if (response.status === 429) {
       const after = response.headers.get("Retry-After");
       const when = after === null ? "in a moment" : `in ${after} ${after === "1" ? "second" : "seconds"}`;
-      showProblem(`The decider is busy: its queue is full. Try again ${when}.`, [`The decider said: ${said} (${tag}).`]);
+      showProblem(`The decider is busy: its queue is full. Try again ${when}.`, [
+        `The decider said: ${said} (${tag}).`,
+      ]);
       return;
     }
     if (response.status === 503) {
@@ -687,7 +747,12 @@
       h(
         "li",
         { class: o.marked ? "outcome marked" : "outcome", "data-outcome": o.key },
-        h("span", { class: "outcome-label" }, h("span", { class: "outcome-text", text: o.label }), o.marked ? h("span", { class: "mark", text: mark }) : null),
+        h(
+          "span",
+          { class: "outcome-label" },
+          h("span", { class: "outcome-text", text: o.label }),
+          o.marked ? h("span", { class: "mark", text: mark }) : null,
+        ),
         h("span", { class: "track", "aria-hidden": "true" }, barFill(o.p)),
         h("span", { class: "outcome-value", text: percent(o.p) }),
       ),
@@ -695,7 +760,12 @@
     return h(
       "article",
       { class: "answer", "data-answer": name, "aria-label": `Answer to ${name}` },
-      h("div", { class: "answer-head" }, h("h3", { text: name }), h("span", { class: `badge badge-${type}`, text: TYPE_TITLES[type] })),
+      h(
+        "div",
+        { class: "answer-head" },
+        h("h3", { text: name }),
+        h("span", { class: `badge badge-${type}`, text: TYPE_TITLES[type] }),
+      ),
       h("p", { class: "answer-summary", text: summary }),
       outcomes.length === 0 ? null : h("ul", { class: "outcomes", "aria-label": `Outcomes of ${name}` }, rows),
     );
@@ -726,17 +796,25 @@
     const nearest = Math.round(score);
     const outcomes = levels.map((l, i) => ({ ...l, marked: i === nearest }));
     const top = Math.max(0, levels.length - 1);
-    return answerCard(name, "score", `Score ${fixed(score)} on 0 to ${top} · confidence ${fixed(confidence)}`, outcomes, "≈ score");
+    return answerCard(
+      name,
+      "score",
+      `Score ${fixed(score)} on 0 to ${top} · confidence ${fixed(confidence)}`,
+      outcomes,
+      "≈ score",
+    );
   }
 
-  const describe = (entry) => (entry === null || entry === undefined ? "" : typeof entry === "string" ? entry : JSON.stringify(entry));
+  const describe = (entry) =>
+    entry === null || entry === undefined ? "" : typeof entry === "string" ? entry : JSON.stringify(entry);
 
   function renderAnswers(chosenDialect, body) {
     const cards = [];
     if (chosenDialect === "systemone") {
       for (const [name, a] of Object.entries(body.answers ?? {})) {
         if (a.type === "noul") cards.push(noulCard(name, a.noul));
-        else if (a.type === "choice") cards.push(choiceCard(name, a.choice, a.confidence, Object.entries(a.probabilities)));
+        else if (a.type === "choice")
+          cards.push(choiceCard(name, a.choice, a.confidence, Object.entries(a.probabilities)));
         else if (a.type === "score") {
           const levels = Object.entries(a.probabilities).map(([key, p]) => {
             const legend = describe(a.legend?.[key]);
@@ -753,10 +831,16 @@
           const entries = a.probabilities.map((p) => [String(p.value), p.probability]);
           cards.push(choiceCard(name, String(a.choice), a.confidence, entries));
         } else if (a.type === "score") {
-          const levels = a.probabilities.map((p) => ({ key: String(p.value), label: `${p.value} · ${p.label}`, p: p.probability }));
+          const levels = a.probabilities.map((p) => ({
+            key: String(p.value),
+            label: `${p.value} · ${p.label}`,
+            p: p.probability,
+          }));
           cards.push(scoreCard(name, a.score, a.confidence, levels));
         } else if (a.type === "refusal") {
-          cards.push(answerCard(name, questions[i]?.type ?? "noul", "The model declined to answer this question.", [], ""));
+          cards.push(
+            answerCard(name, questions[i]?.type ?? "noul", "The model declined to answer this question.", [], ""),
+          );
         }
       });
     }
@@ -786,7 +870,12 @@
       select.replaceChildren(...names.map((name) => h("option", { value: name, text: name })));
       select.value = names.includes(current) ? current : names[0];
       const backend = body.backend;
-      const what = backend?.kind === "embedded" ? "the embedded engine" : backend?.model ? `${backend.model} on a model server` : undefined;
+      const what =
+        backend?.kind === "embedded"
+          ? "the embedded engine"
+          : backend?.model
+            ? `${backend.model} on a model server`
+            : undefined;
       hint.textContent = what === undefined ? "From GET /v1/models." : `From GET /v1/models; answered by ${what}.`;
       updateCode();
     } catch (err) {
@@ -869,7 +958,8 @@
       tab.addEventListener("click", () => selectTab(tab.id));
       tab.addEventListener("keydown", onTabKey);
     }
-    for (const button of document.querySelectorAll("[data-copy]")) button.addEventListener("click", () => void copy(button));
+    for (const button of document.querySelectorAll("[data-copy]"))
+      button.addEventListener("click", () => void copy(button));
     void loadModels();
   }
 

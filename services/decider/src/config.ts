@@ -226,7 +226,10 @@ export function embeddedModelFile(config: Config): string | undefined {
 
 /** Whether a listen address is a loopback one: only this machine's clients reach it. */
 export function isLoopbackHost(host: string): boolean {
-  const name = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  const name = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1");
   return name === "localhost" || name === "::1" || /^127(\.\d{1,3}){3}$/.test(name);
 }
 

@@ -30,9 +30,12 @@ describe("GET /playground when on", () => {
       ["/playground/playground.js", "text/javascript; charset=utf-8", "playground.js"],
     ] as const) {
       const res = await request(h.app).get(url);
-      expect({ url, status: res.status, type: res.headers["content-type"], same: res.text === read(file) }).toStrictEqual(
-        { url, status: 200, type, same: true },
-      );
+      expect({
+        url,
+        status: res.status,
+        type: res.headers["content-type"],
+        same: res.text === read(file),
+      }).toStrictEqual({ url, status: 200, type, same: true });
       expect(res.headers["content-security-policy"]).toBe(PLAYGROUND_CSP);
       expect(res.headers["x-content-type-options"]).toBe("nosniff");
       expect(res.headers["referrer-policy"]).toBe("no-referrer");
@@ -101,7 +104,14 @@ describe("the page's files", () => {
     ]);
     expect(html).not.toMatch(/<style\b|\sstyle=|\son[a-z]+=|javascript:/i);
     const loaded = [...html.matchAll(/\s(?:src|href)="([^"]*)"/g)].map(([, url]) => url);
-    expect(loaded).toStrictEqual(["data:,", "playground/playground.css", "playground/playground.js", "#request", "docs", "openapi.json"]);
+    expect(loaded).toStrictEqual([
+      "data:,",
+      "playground/playground.css",
+      "playground/playground.js",
+      "#request",
+      "docs",
+      "openapi.json",
+    ]);
   });
 
   it("never turn text into markup, never run text as code, and never store the API key", () => {
@@ -152,7 +162,11 @@ describe("the built service process", () => {
   });
 
   const start = async (env: Record<string, string>) => {
-    const decider = new DeciderProcess({ LOCALDECIDER_UPSTREAM: upstream, LOCALDECIDER_UPSTREAM_MODEL: "test-model", ...env });
+    const decider = new DeciderProcess({
+      LOCALDECIDER_UPSTREAM: upstream,
+      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+      ...env,
+    });
     deciders.push(decider);
     return decider.start();
   };
