@@ -120,6 +120,24 @@ describe("the page's files", () => {
   });
 });
 
+describe("the page's files in the package and the images", () => {
+  it("are deployed with the package (pnpm deploy copies what a pack holds) and copied into both Docker images", () => {
+    const root = path.join(__dirname, "..");
+    const manifest = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as { files?: string[] };
+    // No `files` list: a pack holds every file of the package; with one, it must name the folder.
+    expect(manifest.files === undefined || manifest.files.includes("playground")).toBe(true);
+    expect(path.relative(root, PLAYGROUND_DIR)).toBe("playground");
+    const dockerfile = readFileSync(path.join(root, "Dockerfile"), "utf8");
+    const stages = Object.fromEntries(
+      dockerfile.split(/^(?=FROM )/m).map((stage) => [/^FROM \S+ AS (\S+)/.exec(stage)?.[1] ?? "", stage] as const),
+    );
+    for (const image of ["embedded", "runtime"]) {
+      const copies = /^COPY --from=\S+ \/out\/playground \.\/playground$/m.test(stages[image] ?? "");
+      expect({ image, copies }).toStrictEqual({ image, copies: true });
+    }
+  });
+});
+
 describe("LOCALDECIDER_PLAYGROUND", () => {
   const enabled = (env: Record<string, string>) => playgroundEnabled(loadConfig(configSchema, env));
 
