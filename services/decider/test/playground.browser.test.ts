@@ -31,6 +31,10 @@ const EXAMPLE_SCRIPT: Script = (q): Record<string, number> =>
         ? { "0": 1, "1": 1, "2": 2 }
         : { true: 1, false: 1 };
 
+// A browser on a machine busy with the other suites: seconds per step, not milliseconds (Playwright's own
+// waits stop at 30 s each).
+jest.setTimeout(60_000);
+
 let browser: Browser;
 
 beforeAll(async () => {
