@@ -604,7 +604,13 @@
       const statusLine = `HTTP ${response.status} · ${Math.round(ms)} ms`;
       if (response.ok && parsed !== undefined) {
         $("status").textContent = `${statusLine} · ${usageText(parsed.usage)} · model ${parsed.model}`;
-        renderAnswers(chosen, parsed);
+        try {
+          renderAnswers(chosen, parsed);
+        } catch (err) {
+          // Not the dialect's shape: the raw JSON still shows what came.
+          $("answers").replaceChildren();
+          showProblem(`The answer could not be drawn (${err.message}): see Raw JSON for what came back.`);
+        }
         selectTab("tab-answers");
       } else {
         $("status").textContent = `${statusLine} · failed`;
@@ -867,8 +873,8 @@
       const select = $("model");
       const current = select.value;
       const names = body.models.map((m) => m.name);
-      select.replaceChildren(...names.map((name) => h("option", { value: name, text: name })));
-      select.value = names.includes(current) ? current : names[0];
+      if (names.length > 0) select.replaceChildren(...names.map((name) => h("option", { value: name, text: name })));
+      if (names.length > 0) select.value = names.includes(current) ? current : names[0];
       const backend = body.backend;
       const what =
         backend?.kind === "embedded"
