@@ -189,22 +189,17 @@ describe("the built service process", () => {
     return decider.start();
   };
 
-  it("serves the playground on loopback, not on every interface unless asked, and says which at start", async () => {
-    const deciders = await Promise.all([
-      start({}),
-      start({ LOCALDECIDER_HOST: "0.0.0.0" }),
-      start({ LOCALDECIDER_HOST: "0.0.0.0", LOCALDECIDER_PLAYGROUND: "true" }),
-      start({ LOCALDECIDER_PLAYGROUND: "false" }),
-    ]);
+  // The rule itself is playgroundEnabled's (above); here, that main.ts applies it. Two processes: a few
+  // seconds each to start on a busy machine.
+  it("serves the playground on loopback and not on every interface, and says which at start", async () => {
+    const started = await Promise.all([start({}), start({ LOCALDECIDER_HOST: "0.0.0.0" })]);
     const seen = [];
-    for (const decider of deciders) {
+    for (const decider of started) {
       const res = await request(decider.url).get("/playground");
       const said = decider.lines.find((l) => l.message === "decider listening")?.playground;
       seen.push([res.status, said]);
     }
     expect(seen).toStrictEqual([
-      [200, "/playground"],
-      [404, "off"],
       [200, "/playground"],
       [404, "off"],
     ]);
