@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
+import express from "express";
 import { type Browser, type BrowserContext, chromium, type Page, type Response } from "playwright-core";
 import type { Script } from "./fake-upstream/server";
 import { type Harness, type HarnessOptions, harness, listen, waitFor } from "./helpers";
@@ -68,11 +69,13 @@ class Session {
   foreign: string[] = [];
   private server: { url: string; close: () => Promise<void> } | undefined;
 
-  static async open(options: HarnessOptions = {}, script: Script = EXAMPLE_SCRIPT): Promise<Session> {
+  /** `prefix`: the decider mounted under a path, as behind a proxy that strips it (`/decider/...` -> `/...`). */
+  static async open(options: HarnessOptions = {}, script: Script = EXAMPLE_SCRIPT, prefix = ""): Promise<Session> {
     const s = new Session();
     s.h = await harness({ playground: true, ...options });
     s.h.fake.script = script;
-    s.server = await listen(s.h);
+    const app = prefix === "" ? s.h.app : express().use(prefix, s.h.app);
+    s.server = await listen({ app, logger: s.h.logger });
     s.url = s.server.url;
     // Tall enough for the whole example: the answer column (sticky as the page scrolls) then sits at the top.
     s.context = await browser.newContext({ viewport: { width: 1360, height: 1760 } });
@@ -84,7 +87,7 @@ class Session {
     s.page.on("request", (req) => {
       if (!req.url().startsWith(s.url) && !req.url().startsWith("data:")) s.foreign.push(req.url());
     });
-    await s.page.goto(`${s.url}/playground`);
+    await s.page.goto(`${s.url}${prefix}/playground`);
     return s;
   }
 
@@ -244,6 +247,23 @@ describe("the playground in Chromium, System One", () => {
     expect(JSON.parse((await s.page.locator("#code-json").textContent()) ?? "")).toStrictEqual(body);
     await s.page.getByRole("tab", { name: "Answers" }).click();
     await s.screenshot("playground.png");
+    expect({ errors: s.errors, foreign: s.foreign }).toStrictEqual({ errors: [], foreign: [] });
+  });
+});
+
+describe("the playground in Chromium, behind a proxy", () => {
+  let s: Session;
+  afterEach(async () => {
+    await s?.close();
+  });
+
+  it("works under a path prefix the proxy strips: every URL it uses is relative to the page", async () => {
+    s = await Session.open({}, EXAMPLE_SCRIPT, "/decider");
+    await s.page.locator("#model option", { hasText: "jev-latest" }).waitFor({ state: "attached" });
+    const response = await s.send("/decider/v1/systemone");
+    expect(response.status()).toBe(200);
+    expectBarsToMatch(await s.shownAnswers(), systemOneOutcomes(await response.json()));
+    expect(await s.page.locator("#code-curl").textContent()).toContain(`curl -sS '${s.url}/decider/v1/systemone'`);
     expect({ errors: s.errors, foreign: s.foreign }).toStrictEqual({ errors: [], foreign: [] });
   });
 });
