@@ -14,8 +14,9 @@ module.exports = {
   setupFiles: ["<rootDir>/test/setup/loopback-only.ts"],
   // Kills, after each test file, the processes its tests started and left running (a failed start, a throw).
   setupFilesAfterEnv: ["<rootDir>/test/setup/openapi-responses.ts", require.resolve("@localdecider/test-env/reap")],
-  // A Redis for the shared-limit suites and redis-server for those that start their own (test/setup/redis.ts).
-  globalSetup: "<rootDir>/test/setup/redis.ts",
+  // A Redis for the shared-limit suites and redis-server for those that start their own (test/setup/redis.ts),
+  // and the headless Chromium of the playground's browser test (test/setup/global.ts).
+  globalSetup: "<rootDir>/test/setup/global.ts",
   globalTeardown: "<rootDir>/test/setup/redis-teardown.ts",
   transform: { "^.+\\.ts$": ["@swc/jest"] },
 };

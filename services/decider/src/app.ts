@@ -29,6 +29,7 @@ import { deciderError } from "./errors";
 import type { UpstreamLimiter } from "./limits/limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
 import type { DeciderObserver } from "./observer";
+import { playgroundRouter } from "./playground";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue, questionCount } from "./routes/input-limits";
 import { invalidBody } from "./routes/invalid-body";
@@ -65,6 +66,11 @@ export interface AppDeps {
   calibration?: Calibration;
   /** Most heap the requests admitted may hold (see DeciderOptions.maxHeldBytes); default defaultMaxHeldBytes(). */
   maxHeldBytes?: number;
+  /**
+   * Serve the decision playground at GET /playground (LOCALDECIDER_PLAYGROUND, resolved by playgroundEnabled).
+   * Off (the default here): /playground is a 404 like any unknown path.
+   */
+  playground?: boolean;
   /** Runs after request id and access log, before any route (tests mount a response recorder here). */
   hooks?: { beforeRoutes?: (app: Express) => void };
 }
@@ -155,6 +161,8 @@ export function createApp(deps: AppDeps): DeciderApp {
   // Operational endpoints, not in the contracts and so outside the bearer check: they reveal no secrets
   // (no keys, no request content), and Prometheus and browsers should not need the API key.
   app.use(docsRouter(openapi));
+  // A static page, open like /docs: what it sends goes through the API routes and their bearer check.
+  if (deps.playground === true) app.use(playgroundRouter());
   app.use(operationsRouter(metrics));
   registerRoutes(
     app,

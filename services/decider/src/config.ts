@@ -31,6 +31,13 @@ export const configSchema = z
     LOCALDECIDER_ALLOWED_HOSTS: allowedHostsSchema().optional(),
     /** Browser origins allowed to call the API (CORS), a comma list; unset: no CORS headers (off). */
     LOCALDECIDER_CORS_ORIGINS: corsOriginsSchema().optional(),
+    /**
+     * The decision playground, a page at GET /playground (docs/playground.md): true or false. Unset: on when
+     * LOCALDECIDER_HOST is a loopback address (127.0.0.1 or another 127.x.y.z, ::1, localhost), off otherwise
+     * (0.0.0.0 in the Docker image and compose): a page for the person at this machine, not for everyone the
+     * port reaches. Off, /playground is a 404 like any unknown path. See playgroundEnabled.
+     */
+    LOCALDECIDER_PLAYGROUND: z.stringbool().optional(),
     // Set: an OpenAI-compatible model server (e.g. llama.cpp's `llama-server --port 8081`), without `/v1`, or
     // several separated by commas (each gets MAX_INFLIGHT; requests spread by least load, with failover).
     // Unset: the embedded engine runs LOCALDECIDER_MODEL in this process.
@@ -220,4 +227,21 @@ export function embeddedModelFile(config: Config): string | undefined {
   if (config.LOCALDECIDER_UPSTREAM !== undefined) return undefined;
   const source = parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
   return source.kind === "file" ? source.path : undefined;
+}
+
+/** Whether a listen address is a loopback one: only this machine's clients reach it. */
+export function isLoopbackHost(host: string): boolean {
+  const name = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1");
+  return name === "localhost" || name === "::1" || /^127(\.\d{1,3}){3}$/.test(name);
+}
+
+/**
+ * Whether GET /playground is served: LOCALDECIDER_PLAYGROUND when set; unset, only when the service listens on
+ * loopback, where the page's reader is the person at this machine.
+ */
+export function playgroundEnabled(config: Pick<Config, "LOCALDECIDER_PLAYGROUND" | "LOCALDECIDER_HOST">): boolean {
+  return config.LOCALDECIDER_PLAYGROUND ?? isLoopbackHost(config.LOCALDECIDER_HOST);
 }

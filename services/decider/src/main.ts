@@ -12,7 +12,14 @@ import {
 import { createApp } from "./app";
 import { createBackend } from "./backend";
 import { loadCalibration } from "./calibration/load";
-import { type Config, configSchema, embeddedModelFile, invocationDir, withAbsolutePaths } from "./config";
+import {
+  type Config,
+  configSchema,
+  embeddedModelFile,
+  invocationDir,
+  playgroundEnabled,
+  withAbsolutePaths,
+} from "./config";
 import { PROMPT_VERSION } from "./decide/prompt";
 import { checkDemoAvailable, DEMO_MODEL } from "./engine/demo/demo-model";
 import { checkModelFile } from "./engine/model-source";
@@ -67,6 +74,7 @@ async function main(): Promise<void> {
     maxQuestions: config.LOCALDECIDER_MAX_QUESTIONS,
     bodyLimit: config.LOCALDECIDER_BODY_LIMIT,
     calibration,
+    playground: playgroundEnabled(config),
   });
   const running = await serve(app, {
     host: config.LOCALDECIDER_HOST,
@@ -110,6 +118,7 @@ async function main(): Promise<void> {
             ...calibration.describe().temperatures,
           },
     limits: shared === undefined ? "this process" : "shared through Redis",
+    playground: playgroundEnabled(config) ? "/playground" : "off",
   });
   // After listening: /ready answers (503, with the state) while the model downloads and loads.
   backend.start();

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";
@@ -43,12 +43,13 @@ describe("configSchema", () => {
     });
   });
 
-  it("lists exactly the variables the README documents", () => {
+  it("lists exactly the variables the README (or a docs/ page) documents", () => {
     expect(Object.keys(configSchema.shape)).toStrictEqual([
       "LOCALDECIDER_HOST",
       "LOCALDECIDER_PORT",
       "LOCALDECIDER_ALLOWED_HOSTS",
       "LOCALDECIDER_CORS_ORIGINS",
+      "LOCALDECIDER_PLAYGROUND",
       "LOCALDECIDER_UPSTREAM",
       "LOCALDECIDER_UPSTREAM_MODEL",
       "LOCALDECIDER_UPSTREAM_PROTOCOL",
@@ -84,8 +85,16 @@ describe("configSchema", () => {
       "LOG_LEVEL",
       "LOG_FORMAT",
     ]);
-    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
-    for (const key of Object.keys(configSchema.shape)) expect(readme).toContain(`| \`${key}\``);
+    // Each in a configuration table: the README's, or a docs/ page's (docs/playground.md: LOCALDECIDER_PLAYGROUND).
+    const docsDir = join(__dirname, "..", "..", "..", "docs");
+    const pages = [join(__dirname, "..", "README.md"), ...readdirSync(docsDir).map((file) => join(docsDir, file))];
+    const documented = pages.filter((page) => page.endsWith(".md")).map((page) => readFileSync(page, "utf8"));
+    for (const key of Object.keys(configSchema.shape)) {
+      expect({ key, documented: documented.some((text) => text.includes(`| \`${key}\``)) }).toStrictEqual({
+        key,
+        documented: true,
+      });
+    }
   });
 
   it("refuses bad values naming each variable", () => {
@@ -141,6 +150,12 @@ describe("every variable refuses values that can never work, naming itself", () 
       [
         "https://app.example.com/path",
         '"https://app.example.com/path" is not an origin: write scheme://host[:port] with nothing after (https://app.example.com, http://localhost:5173); list each one, * is not accepted',
+      ],
+    ],
+    LOCALDECIDER_PLAYGROUND: [
+      [
+        "sometimes",
+        'Invalid option: expected one of "true"|"1"|"yes"|"on"|"y"|"enabled"|"false"|"0"|"no"|"off"|"n"|"disabled"',
       ],
     ],
     LOCALDECIDER_UPSTREAM: [

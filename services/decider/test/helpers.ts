@@ -91,6 +91,8 @@ export interface HarnessOptions {
   redisPrefix?: string;
   /** With sharedRedis: another Redis than the test run's (one that is down, say). */
   redisUrl?: string;
+  /** Serve GET /playground (LOCALDECIDER_PLAYGROUND); off by default. */
+  playground?: boolean;
 }
 
 /**
@@ -190,6 +192,7 @@ export function deciderOver(backend: Backend, options: HarnessOptions = {}): Dec
     bodyLimit: byteSize({ min: 1, fallback: "1mb" }).parse(options.bodyLimit),
     maxHeldBytes: options.maxHeldBytes,
     calibration: options.calibration,
+    playground: options.playground ?? false,
     hooks: { beforeRoutes: (app) => app.use(recorder.middleware) },
   });
   return { app, decider, limiter, observer, logger, close: () => limiter.stop() };
