@@ -14,3 +14,4 @@ export * from "./request-context";
 export * from "./routes";
 export * from "./serve";
 export * from "./validation-details";
+export * from "./config-docs";
