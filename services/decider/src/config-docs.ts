@@ -8,10 +8,8 @@ import type { configSchema } from "./config";
  * here, or a line left after its variable went, fails the typecheck. Links are relative to docs/.
  */
 export const CONFIG_DOCS: Record<keyof typeof configSchema.shape, string> = {
-  LOCALDECIDER_HOST:
-    "Listen address.",
-  LOCALDECIDER_PORT:
-    "Listen port (0 picks a free one).",
+  LOCALDECIDER_HOST: "Listen address.",
+  LOCALDECIDER_PORT: "Listen port (0 picks a free one).",
   LOCALDECIDER_ALLOWED_HOSTS:
     "Host names the decider answers for besides `localhost`, `127.0.0.1`, `[::1]` and a specific `LOCALDECIDER_HOST` (never `0.0.0.0`/`::`), each with any port: a comma list of names (`decider`, `decider.example.com`), addresses (`10.0.0.5`, `[fd00::1]`) and domains (`.example.com`: it and every name under it), or `*` for any name. A request for another name gets 421 `host_not_allowed` (not `/health`, `/ready`, `/metrics`): it keeps a web page on a rebound DNS name from using the decider through a browser ([Host check](security.md#host-check-dns-rebinding)). On without `LOCALDECIDER_API_KEY`; with a key only when this is set.",
   LOCALDECIDER_CORS_ORIGINS:
@@ -21,7 +19,7 @@ export const CONFIG_DOCS: Record<keyof typeof configSchema.shape, string> = {
   LOCALDECIDER_UPSTREAM_MODEL:
     "Server mode: model name sent upstream; must equal the name the server lists at `GET /v1/models` (e.g. llama.cpp `--alias`, vLLM `--served-model-name`, Ollama `qwen2.5:1.5b`).",
   LOCALDECIDER_UPSTREAM_PROTOCOL:
-    "Server mode: how each model server is asked. `auto` finds out at its start-up check, from what it publishes (llama.cpp lists `\"decisions\"` in `/v1/models` `output_modalities`, Ollama `decision` in `/api/show` capabilities) or, last, one `POST /v1/systemone` probe: a decision model is asked natively (it answers `POST /v1/systemone` itself, see [Native System One servers](compatibility.md#native-system-one-servers)), anything else through chat logprobs. `systemone` or `chat` takes that one (`systemone` still probes, so a server that cannot answer is not ready). `/ready` and `/v1/models` show each server's protocol.",
+    'Server mode: how each model server is asked. `auto` finds out at its start-up check, from what it publishes (llama.cpp lists `"decisions"` in `/v1/models` `output_modalities`, Ollama `decision` in `/api/show` capabilities) or, last, one `POST /v1/systemone` probe: a decision model is asked natively (it answers `POST /v1/systemone` itself, see [Native System One servers](compatibility.md#native-system-one-servers)), anything else through chat logprobs. `systemone` or `chat` takes that one (`systemone` still probes, so a server that cannot answer is not ready). `/ready` and `/v1/models` show each server\'s protocol.',
   LOCALDECIDER_UPSTREAM_API_KEY:
     "Server mode: the key sent to every model server as `Authorization: Bearer <key>` (on its start-up check, its readiness checks and every call). Unset: no `Authorization` header is sent at all (the local servers need none). Refused beside credentials in `LOCALDECIDER_UPSTREAM` (sent as basic auth), and without `LOCALDECIDER_UPSTREAM` (the embedded engine takes no key). Never logged or shown.",
   LOCALDECIDER_MODEL:
@@ -37,7 +35,7 @@ export const CONFIG_DOCS: Record<keyof typeof configSchema.shape, string> = {
   LOCALDECIDER_THREADS:
     "Embedded engine: CPU threads per evaluation; `0` = one per math core of the machine (never more: threads beyond the cores spin against each other, measured 250× slower here). On a busy machine or with a tiny model, `1` is fastest.",
   LOCALDECIDER_API_KEY:
-    "When set, the `/v1` routes (`auth: \"bearer\"` in their contracts) require `Authorization: Bearer <key>` (constant-time compare; see [Bearer header](security.md#bearer-header): a key outside its token characters stops the start). `/health` and `/ready` stay open (a caller sending the key's bearer there sees the internal addresses the others do not: [What the open endpoints show](security.md#what-the-open-endpoints-show)). When unset, any bearer is accepted, and the [Host check](security.md#host-check-dns-rebinding) is on.",
+    'When set, the `/v1` routes (`auth: "bearer"` in their contracts) require `Authorization: Bearer <key>` (constant-time compare; see [Bearer header](security.md#bearer-header): a key outside its token characters stops the start). `/health` and `/ready` stay open (a caller sending the key\'s bearer there sees the internal addresses the others do not: [What the open endpoints show](security.md#what-the-open-endpoints-show)). When unset, any bearer is accepted, and the [Host check](security.md#host-check-dns-rebinding) is on.',
   LOCALDECIDER_TIMEOUT:
     "Seconds one decision may take in all: its queued calls, its calls and their retries share this one deadline; past it the calls still running are aborted, those still queued never start, and the request answers 504.",
   LOCALDECIDER_MAX_INFLIGHT:
@@ -67,7 +65,7 @@ export const CONFIG_DOCS: Record<keyof typeof configSchema.shape, string> = {
   LOCALDECIDER_BODY_LIMIT:
     "Request body limit, with units: `512kb`, `2mb`, `2m`, `1.5 MB` (powers of 1024, any case); a bare number is bytes, and anything below 1 KiB is refused at boot (so `2m` can never mean 2 bytes). Larger bodies get 413.",
   LOCALDECIDER_CALIBRATION:
-    "Calibration file from `pnpm decider eval --fit` (\"Evaluation and calibration\"): every answer is temperature-scaled before `score`, `confidence` and `choice` are derived; `GET /v1/models` shows it. A malformed or missing file stops the start. A relative path is read from the directory the command was run in (see below).",
+    'Calibration file from `pnpm decider eval --fit` ("Evaluation and calibration"): every answer is temperature-scaled before `score`, `confidence` and `choice` are derived; `GET /v1/models` shows it. A malformed or missing file stops the start. A relative path is read from the directory the command was run in (see below).',
   LOG_LEVEL:
     "`error`, `warn`, `info`, `http`, `verbose`, `debug`, `silly` or `silent`. JSON lines on stdout, each with the request id; never the state or a key.",
   ...sharedConfigDocs("LOCALDECIDER"),

@@ -216,5 +216,3 @@ export function embeddedModelFile(config: Config): string | undefined {
   const source = parseModelSource(config.LOCALDECIDER_MODEL, process.cwd(), {});
   return source.kind === "file" ? source.path : undefined;
 }
-
-export { CONFIG_DOCS } from "./config-docs";

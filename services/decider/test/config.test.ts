@@ -14,7 +14,7 @@ describe("configSchema", () => {
   function documentedDefaults(): [string, string][] {
     const page = readFileSync(join(__dirname, "..", "..", "..", "docs", "configuration.md"), "utf8");
     const section = page.split("<!-- BEGIN GENERATED: decider-config")[1]?.split("<!-- END GENERATED")[0] ?? "";
-    return [...section.matchAll(/^\| `([A-Z0-9_]+)` \| ([^|]+?) \|/gm)].map((m) => [m[1] as string, m[2] as string]);
+    return [...section.matchAll(/^\| `([A-Z0-9_]+)` +\| ([^|]+?) +\|/gm)].map((m) => [m[1] as string, m[2] as string]);
   }
 
   it("has the defaults docs/configuration.md documents: the value each documented default parses to, none where it says unset", () => {

@@ -2,8 +2,8 @@ import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { configSchema } from "../src/config";
 import { FakeUpstream } from "./fake-upstream/server";
-import { nativeHarness } from "./native/harness";
 import { capturingLogger, deciderFor, harness } from "./helpers";
+import { nativeHarness } from "./native/harness";
 
 const PASSWORD = "p@ss-w0rd-secret";
 const UPSTREAM_KEY = "upstream-key-secret";
@@ -64,7 +64,13 @@ describe("secrets", () => {
   it("with no upstream key, sends no Authorization header to a native System One server", async () => {
     const h = await nativeHarness();
     try {
-      expect((await request(h.app).post("/v1/systemone").send({ ...decision, model: "test-model" })).status).toBe(200);
+      expect(
+        (
+          await request(h.app)
+            .post("/v1/systemone")
+            .send({ ...decision, model: "test-model" })
+        ).status,
+      ).toBe(200);
       expect(h.fake.headers.length).toBeGreaterThanOrEqual(1);
       expect(h.fake.headers.map((headers) => headers.authorization)).toStrictEqual(h.fake.headers.map(() => undefined));
     } finally {

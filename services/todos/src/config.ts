@@ -186,5 +186,3 @@ export const configSchema = z
   });
 
 export type Config = z.infer<typeof configSchema>;
-
-export { CONFIG_DOCS } from "./config-docs";

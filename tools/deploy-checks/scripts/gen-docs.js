@@ -59,7 +59,10 @@ function acceptsOf(field) {
   let current = field;
   for (let i = 0; i < 20 && current !== undefined; i++) {
     const def = defOf(current);
-    if (def.type === "enum") return Object.values(def.entries).map((v) => `\`${v}\``).join(", ");
+    if (def.type === "enum")
+      return Object.values(def.entries)
+        .map((v) => `\`${v}\``)
+        .join(", ");
     if (def.type === "literal") return def.values.map((v) => `\`${v}\``).join(", ");
     if (def.type === "number") return numberText(def);
     if (def.type === "union") return def.options.map(acceptsOf).join(" or ");
@@ -71,7 +74,23 @@ function acceptsOf(field) {
 }
 
 /** A table cell: pipes escaped, one line. */
-const cell = (text) => String(text).replace(/\|/g, "\\|").replace(/\s*\n\s*/g, " ");
+const cell = (text) =>
+  String(text)
+    .replace(/\|/g, "\\|")
+    .replace(/\s*\n\s*/g, " ");
+
+/** Characters as Biome's Markdown formatter counts them when it aligns a table's columns (code points). */
+const width = (text) => [...text].length;
+
+/**
+ * A Markdown table laid out as `pnpm format` (Biome) lays it out, every column padded to its widest cell,
+ * so that the generated page and the formatter agree and neither rewrites the other's output.
+ */
+function table(header, rows) {
+  const widths = header.map((_, i) => Math.max(3, ...[header, ...rows].map((row) => width(row[i]))));
+  const line = (row) => `| ${row.map((text, i) => text + " ".repeat(widths[i] - width(text))).join(" | ")} |`;
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
+}
 
 /** The markdown table of one service's variables, in the schema's order. */
 function configTable(schema, docs) {
@@ -84,23 +103,23 @@ function configTable(schema, docs) {
     const field = schema.shape[name];
     const fallback = defaultOf(field);
     const shown = fallback === undefined ? "unset" : `\`${fallback}\``;
-    return `| \`${name}\` | ${cell(shown)} | ${cell(acceptsOf(field))} | ${cell(docs[name])} |`;
+    return [`\`${name}\``, cell(shown), cell(acceptsOf(field)), cell(docs[name])];
   });
-  return ["| Variable | Default | Accepts | Meaning |", "| --- | --- | --- | --- |", ...rows].join("\n");
+  return table(["Variable", "Default", "Accepts", "Meaning"], rows);
 }
 
 function errorTable(statuses, docs) {
   const codes = Object.keys(statuses);
   const missing = codes.filter((code) => typeof docs[code] !== "string");
   if (missing.length > 0) throw new Error(`no description in DECIDER_ERROR_DOCS for: ${missing.join(", ")}`);
-  const rows = codes.map((code) => `| ${statuses[code]} | \`${code}\` | ${cell(docs[code])} |`);
-  return ["| Status | `code` | When |", "| --- | --- | --- |", ...rows].join("\n");
+  const rows = codes.map((code) => [String(statuses[code]), `\`${code}\``, cell(docs[code])]);
+  return table(["Status", "`code`", "When"], rows);
 }
 
 /** Every generated section: page -> section name -> its content, from the built packages. */
 function sections(load = require) {
-  const decider = load("@localdecider/decider/config");
-  const todos = load("@localdecider/todos/config");
+  const decider = { ...load("@localdecider/decider/config"), ...load("@localdecider/decider/config-docs") };
+  const todos = { ...load("@localdecider/todos/config"), ...load("@localdecider/todos/config-docs") };
   const errors = load("@localdecider/decider/errors");
   return {
     "docs/configuration.md": {
@@ -155,4 +174,4 @@ function main() {
 
 if (require.main === module) main();
 
-module.exports = { sections, fill, pages, configTable, errorTable, defaultOf, acceptsOf, begin, end };
+module.exports = { sections, fill, pages, configTable, errorTable, table, defaultOf, acceptsOf, begin, end };

@@ -9,7 +9,13 @@ function header(file: string): string {
 
 /** The variables a compose file refuses to start without (`${NAME:?message}`). */
 function required(file: string): string[] {
-  return [...new Set(interpolations(composeText(file)).filter((i) => i.required).map((i) => i.name))].sort();
+  return [
+    ...new Set(
+      interpolations(composeText(file))
+        .filter((i) => i.required)
+        .map((i) => i.name),
+    ),
+  ].sort();
 }
 
 describe("the instructions that open docker-compose.yml and .env.example", () => {

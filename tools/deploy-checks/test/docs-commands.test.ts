@@ -36,7 +36,10 @@ const RUN_BY: RunBy[] = [
     // whose last step (after the install and build `pnpm test` also runs) start-command.test.ts runs and stops.
     command: /^npm install -g pnpm@12\.21\.0 && pnpm start$/,
     runners: [
-      [".ci/run", 'PNPM_VERSION=12.21.0\nif ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]; then\n  npm install -g "pnpm@$PNPM_VERSION"'],
+      [
+        ".ci/run",
+        'PNPM_VERSION=12.21.0\nif ! command -v pnpm >/dev/null 2>&1 || [ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]; then\n  npm install -g "pnpm@$PNPM_VERSION"',
+      ],
       ["tools/deploy-checks/test/start-command.test.ts", 'spawnTracked("pnpm", ["-r", "--parallel", "start"]'],
     ],
   },
@@ -48,8 +51,14 @@ const RUN_BY: RunBy[] = [
     runners: [[THIS_TEST, 'LOCALDECIDER_MODEL: "demo"']],
   },
   {
-    command: /^pnpm decider eval --data tools\/decider-eval\/examples\/code-review\.jsonl --url http:\/\/127\.0\.0\.1:8080 --fit$/,
-    runners: [["services/decider/test/eval.test.ts", '"decider", "eval", "--data", "data.jsonl", "--url", served.url, "--out", "eval-out"']],
+    command:
+      /^pnpm decider eval --data tools\/decider-eval\/examples\/code-review\.jsonl --url http:\/\/127\.0\.0\.1:8080 --fit$/,
+    runners: [
+      [
+        "services/decider/test/eval.test.ts",
+        '"decider", "eval", "--data", "data.jsonl", "--url", served.url, "--out", "eval-out"',
+      ],
+    ],
   },
   {
     command: /^LOCALDECIDER_CALIBRATION=eval-out\/calibration\.json pnpm --filter @localdecider\/decider start$/,
@@ -70,7 +79,9 @@ const RUN_BY: RunBy[] = [
   },
   {
     command: /^pnpm --filter @localdecider\/contracts pack --pack-destination \/tmp$/,
-    runners: [["tools/deploy-checks/test/contracts-package.test.ts", 'run("pnpm", ["pack", "--pack-destination", dir]']],
+    runners: [
+      ["tools/deploy-checks/test/contracts-package.test.ts", 'run("pnpm", ["pack", "--pack-destination", dir]'],
+    ],
   },
   {
     command: /^npm install \/tmp\/localdecider-contracts-0\.1\.0\.tgz zod@\^4\.6\.7$/,
@@ -128,7 +139,7 @@ function commandsOf(block: CodeBlock): string[] {
 function unaccounted(file: string, text: string, runBy = RUN_BY): string[] {
   return codeBlocks(text)
     .filter((block) => SHELL.has(block.info))
-    .filter((block) => !MARKER.test(block.lines.find((line) => line.trim() !== "") ?? ""))
+    .filter((block) => !MARKER.test((block.lines.find((line) => line.trim() !== "") ?? "").trim()))
     .filter((block) => !isExample(file, block))
     .flatMap((block) =>
       commandsOf(block)
@@ -166,7 +177,9 @@ describe("every shell command in the docs", () => {
   });
 
   it("each example this file runs is still in its page", () => {
-    const missing = EXAMPLES.filter(([file]) => !codeBlocks(readRepoFile(file)).some((block) => isExample(file, block)));
+    const missing = EXAMPLES.filter(
+      ([file]) => !codeBlocks(readRepoFile(file)).some((block) => isExample(file, block)),
+    );
     expect(missing).toStrictEqual([]);
   });
 
@@ -189,13 +202,13 @@ describe("every shell command in the docs", () => {
       "x.md:1 docker compose up",
       "x.md:1 curl -s localhost:3000/users/alice/todos",
     ]);
-    expect(commandsOf({ info: "sh", line: 1, lines: ["curl -s a -d '{", '  "b": 1', "}'", "x \\", "  y # z's"] }))
-      .toStrictEqual(["curl -s a -d '{\n  \"b\": 1\n}'", "x \\\n  y"]);
+    expect(
+      commandsOf({ info: "sh", line: 1, lines: ["curl -s a -d '{", '  "b": 1', "}'", "x \\", "  y # z's"] }),
+    ).toStrictEqual(["curl -s a -d '{\n  \"b\": 1\n}'", "x \\\n  y"]);
   });
 });
 
 const run = promisify(execFile);
-
 
 describe("the docs' examples, run against the real services (as LOCALDECIDER_MODEL=demo pnpm start runs them)", () => {
   let dataDir: string;

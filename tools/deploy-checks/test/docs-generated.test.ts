@@ -9,9 +9,13 @@ const generator = require("../scripts/gen-docs.js") as {
   fill(text: string, generated: Record<string, string>, page?: string): string;
   configTable(schema: z.ZodObject, docs: Record<string, string>): string;
   errorTable(statuses: Record<string, number>, docs: Record<string, string>): string;
+  table(header: string[], rows: string[][]): string;
   begin(name: string): string;
   end(name: string): string;
 };
+
+/** A table's cells without the padding that aligns its columns. */
+const squeeze = (text: string) => text.replace(/ {2,}\|/g, " |");
 
 describe("the generated docs (pnpm docs:gen)", () => {
   it.each(generator.pages().map(([page, current, generated]) => [page, current, generated]))(
@@ -22,13 +26,13 @@ describe("the generated docs (pnpm docs:gen)", () => {
   );
 
   it("holds a section for every variable of both services and every decider error code", () => {
-    const config = readRepoFile("docs", "configuration.md");
+    const config = squeeze(readRepoFile("docs", "configuration.md"));
     const todos = require("@localdecider/todos/config") as { configSchema: z.ZodObject };
     const decider = require("@localdecider/decider/config") as { configSchema: z.ZodObject };
     for (const schema of [todos.configSchema, decider.configSchema]) {
       for (const name of Object.keys(schema.shape)) expect(config).toContain(`| \`${name}\` |`);
     }
-    const errors = readRepoFile("docs", "errors.md");
+    const errors = squeeze(readRepoFile("docs", "errors.md"));
     const catalogue = require("@localdecider/decider/errors") as { DECIDER_ERROR_STATUS: Record<string, number> };
     for (const [code, status] of Object.entries(catalogue.DECIDER_ERROR_STATUS)) {
       expect(errors).toContain(`| ${status} | \`${code}\` |`);
@@ -43,30 +47,29 @@ describe("the generated docs (pnpm docs:gen)", () => {
     };
     const auth = require(path.join(todosDir, "dist", "http", "auth.js")) as { AUTH_MESSAGES: Record<string, string> };
     const { deleted: _success, ...errorMessages } = contracts.TODO_MESSAGES;
-    const table = readRepoFile("docs", "errors.md").split("## todos")[1] ?? "";
+    const table = squeeze(readRepoFile("docs", "errors.md").split("## todos")[1] ?? "");
     const missing = [...Object.values(errorMessages), ...Object.values(auth.AUTH_MESSAGES)].filter(
-      (message) => !new RegExp(`\\| \\d{3} +\\| \`\\{ "error": "${message.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"`).test(table),
+      (message) =>
+        !new RegExp(`\\| \\d{3} \\| \`\\{ "error": "${message.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"`).test(table),
     );
     expect(missing).toStrictEqual([]);
   });
 });
 
 describe("the generator itself", () => {
-  const { configSchema, CONFIG_DOCS } = require("@localdecider/decider/config") as {
-    configSchema: z.ZodObject;
-    CONFIG_DOCS: Record<string, string>;
-  };
+  const { configSchema } = require("@localdecider/decider/config") as { configSchema: z.ZodObject };
+  const { CONFIG_DOCS } = require("@localdecider/decider/config-docs") as { CONFIG_DOCS: Record<string, string> };
 
   it("notices a page that no longer says what the schema says", () => {
     const [, current] = generator.pages().find(([page]) => page === "docs/configuration.md") ?? [];
     const sections = generator.sections()["docs/configuration.md"] as Record<string, string>;
-    const drifted = (current as string).replace("| `LOCALDECIDER_PORT` | `8080` |", "| `LOCALDECIDER_PORT` | `8081` |");
+    const drifted = (current as string).replace(/(\| `LOCALDECIDER_PORT` +\| `)8080`/, "$18081`");
     expect(drifted).not.toBe(current);
     expect(generator.fill(drifted, sections)).toBe(current);
   });
 
   it("shows each variable's written default, accepted values and meaning", () => {
-    const table = generator.configTable(configSchema, CONFIG_DOCS);
+    const table = squeeze(generator.configTable(configSchema, CONFIG_DOCS));
     expect(table).toContain("| `LOCALDECIDER_PORT` | `8080` | whole number 0-65535 |");
     expect(table).toContain("| `LOCALDECIDER_BODY_LIMIT` | `1mb` |");
     expect(table).toContain("| `LOCALDECIDER_UPSTREAM_PROTOCOL` | `auto` | `auto`, `systemone`, `chat` |");
@@ -83,6 +86,15 @@ describe("the generator itself", () => {
       "CONFIG_DOCS describes variables the schema lacks: LOCALDECIDER_GONE",
     );
     expect(() => generator.errorTable({ a_code: 400 }, {})).toThrow("no description in DECIDER_ERROR_DOCS for: a_code");
+  });
+
+  it("lays tables out as the formatter does: every column as wide as its widest cell", () => {
+    expect(generator.table(["A", "`b`"], [["1", "xyzzy"], ["22", "é…"]]).split("\n")).toStrictEqual([
+      "| A   | `b`   |",
+      "| --- | ----- |",
+      "| 1   | xyzzy |",
+      "| 22  | é…    |",
+    ]);
   });
 
   it("refuses a page without the markers of its section", () => {

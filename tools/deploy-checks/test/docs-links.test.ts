@@ -91,11 +91,12 @@ describe("the link check itself", () => {
       "[in a block](docs/nope.md)",
       "```",
     ].join("\n");
-    expect(brokenLinks("README.md", text, (file) => read(file) ?? readFileSync(path.join(REPO_ROOT, file), "utf8")))
-      .toStrictEqual([
-        "README.md:2 docs/nope.md (no such file)",
-        'README.md:2 #nowhere (no heading or anchor "nowhere" in README.md)',
-        "README.md:2 ../elsewhere.md (outside the repository)",
-      ]);
+    expect(
+      brokenLinks("README.md", text, (file) => read(file) ?? readFileSync(path.join(REPO_ROOT, file), "utf8")),
+    ).toStrictEqual([
+      "README.md:2 docs/nope.md (no such file)",
+      'README.md:2 #nowhere (no heading or anchor "nowhere" in README.md)',
+      "README.md:2 ../elsewhere.md (outside the repository)",
+    ]);
   });
 });
