@@ -89,12 +89,17 @@ describe("the generator itself", () => {
   });
 
   it("lays tables out as the formatter does: every column as wide as its widest cell", () => {
-    expect(generator.table(["A", "`b`"], [["1", "xyzzy"], ["22", "é…"]]).split("\n")).toStrictEqual([
-      "| A   | `b`   |",
-      "| --- | ----- |",
-      "| 1   | xyzzy |",
-      "| 22  | é…    |",
-    ]);
+    expect(
+      generator
+        .table(
+          ["A", "`b`"],
+          [
+            ["1", "xyzzy"],
+            ["22", "é…"],
+          ],
+        )
+        .split("\n"),
+    ).toStrictEqual(["| A   | `b`   |", "| --- | ----- |", "| 1   | xyzzy |", "| 22  | é…    |"]);
   });
 
   it("refuses a page without the markers of its section", () => {
