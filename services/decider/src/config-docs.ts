@@ -65,7 +65,7 @@ export const CONFIG_DOCS: Record<keyof typeof configSchema.shape, string> = {
   LOCALDECIDER_BODY_LIMIT:
     "Request body limit, with units: `512kb`, `2mb`, `2m`, `1.5 MB` (powers of 1024, any case); a bare number is bytes, and anything below 1 KiB is refused at boot (so `2m` can never mean 2 bytes). Larger bodies get 413.",
   LOCALDECIDER_CALIBRATION:
-    'Calibration file from `pnpm decider eval --fit` ("Evaluation and calibration"): every answer is temperature-scaled before `score`, `confidence` and `choice` are derived; `GET /v1/models` shows it. A malformed or missing file stops the start. A relative path is read from the directory the command was run in (see below).',
+    "Calibration file from `pnpm decider eval --fit` ([calibration.md](calibration.md)): every answer is temperature-scaled before `score`, `confidence` and `choice` are derived; `GET /v1/models` shows it. A malformed or missing file stops the start. A relative path is read from the directory the command was run in (see below).",
   LOG_LEVEL:
     "`error`, `warn`, `info`, `http`, `verbose`, `debug`, `silly` or `silent`. JSON lines on stdout, each with the request id; never the state or a key.",
   ...sharedConfigDocs("LOCALDECIDER"),
