@@ -3,6 +3,7 @@ export * from "./app-error";
 export * from "./bearer";
 export * from "./clip";
 export * from "./config";
+export * from "./config-docs";
 export * from "./connection-limits";
 export * from "./cors";
 export * from "./error-handler";

@@ -485,10 +485,10 @@ describe("LOCALDECIDER_CALIBRATION at boot", () => {
   });
 });
 
-describe("the root README's two commands, run from one directory", () => {
+describe("docs/calibration.md's two commands, run from one directory", () => {
   it("pnpm decider eval --fit writes eval-out/calibration.json there and prints its absolute path, and pnpm --filter @localdecider/decider start finds it by the same relative path", async () => {
     writeFileSync(join(dir, "data.jsonl"), `${Array.from({ length: 36 }, (_, i) => record(i)).join("\n")}\n`);
-    // As the README has them, with --dir naming the checkout: pnpm runs both scripts in their packages'
+    // As docs/calibration.md has them, with --dir naming the checkout: pnpm runs both scripts in their packages'
     // folders (the repository root, services/decider), and this directory is where they were run from.
     const fit = await runPnpm(
       [

@@ -2,7 +2,8 @@ import { ConfigError, loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { configSchema } from "../src/config";
 import { FakeUpstream } from "./fake-upstream/server";
-import { capturingLogger, deciderFor } from "./helpers";
+import { capturingLogger, deciderFor, harness } from "./helpers";
+import { nativeHarness } from "./native/harness";
 
 const PASSWORD = "p@ss-w0rd-secret";
 const UPSTREAM_KEY = "upstream-key-secret";
@@ -36,6 +37,44 @@ describe("secrets", () => {
       for (const header of fake.authorizations) expect(header).toBe(basic);
     } finally {
       await d.close();
+    }
+  });
+
+  // docs/configuration.md, LOCALDECIDER_UPSTREAM_API_KEY: unset (and no credentials in the URL), the decider
+  // sends no Authorization header at all, to any kind of model server: no placeholder key for a proxy to log.
+  it.each([
+    ["a chat server (one chat call per question)", "vllm", false],
+    ["a llama.cpp server (packed /completion calls)", "llama", true],
+  ] as const)("with no upstream key, sends no Authorization header to %s", async (_kind, flavour, packing) => {
+    const h = await harness({ flavour, packing });
+    const two = { ...decision, questions: { a: decision.questions.a, b: { type: "noul", instructions: "Or not?" } } };
+    try {
+      expect((await request(h.app).post("/v1/systemone").send(two)).status).toBe(200);
+      expect((await request(h.app).get("/ready")).status).toBe(200);
+      // Both paths really ran: the packed one sent both questions in one /completion call, the other
+      // one chat call each.
+      expect([h.fake.completions.length, h.fake.requests.length]).toStrictEqual(packing ? [1, 0] : [0, 2]);
+      expect(h.fake.authorizations.length).toBeGreaterThanOrEqual(3);
+      expect(h.fake.authorizations.filter((header) => header !== undefined)).toStrictEqual([]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("with no upstream key, sends no Authorization header to a native System One server", async () => {
+    const h = await nativeHarness();
+    try {
+      expect(
+        (
+          await request(h.app)
+            .post("/v1/systemone")
+            .send({ ...decision, model: "test-model" })
+        ).status,
+      ).toBe(200);
+      expect(h.fake.headers.length).toBeGreaterThanOrEqual(1);
+      expect(h.fake.headers.map((headers) => headers.authorization)).toStrictEqual(h.fake.headers.map(() => undefined));
+    } finally {
+      await h.close();
     }
   });
 
