@@ -7,6 +7,9 @@ module.exports = {
   // workers there took the decider's suite from 337 to 204 s, and the whole run from 11.4 to 7.0 minutes.
   maxWorkers: Math.max(2, availableParallelism() - 1),
   testEnvironment: "node",
+  // A guard against a hang, not a speed check: Jest's 5 s default failed tests that start the built service
+  // or Chromium while the machine was busy (load 15-19), and passed them alone.
+  testTimeout: 30_000,
   roots: ["<rootDir>/test"],
   testMatch: ["**/*.test.ts"],
   // Needs a real llama-server binary: run by `pnpm test:llama-server` only.

@@ -83,6 +83,8 @@ export interface HarnessOptions {
   calibration?: Calibration;
   /** Limits shared through the test run's Redis (TEST_REDIS), under a key prefix of this test's own. */
   sharedRedis?: boolean;
+  /** The least time between two rechecks of a server after a 501 (default RECHECK_MIN_GAP_MS). */
+  recheckGapMs?: number;
   /** LOCALDECIDER_UPSTREAM_MAX_BODY in bytes (default its default, 8 MiB). */
   upstreamMaxBody?: number;
   /** LOCALDECIDER_UPSTREAM_PROTOCOL (default auto, as in production). */
@@ -139,6 +141,7 @@ export function modelServer(
     protocol: options.protocol ?? "auto",
     packPrompts: options.packPrompts ?? true,
     ...(options.upstreamMaxBody === undefined ? {} : { maxBodyBytes: options.upstreamMaxBody }),
+    ...(options.recheckGapMs === undefined ? {} : { recheckGapMs: options.recheckGapMs }),
     logger: options.logger,
     ...(options.wrapUpstream === undefined ? {} : { wrapChat: options.wrapUpstream }),
   });

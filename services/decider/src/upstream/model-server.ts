@@ -28,6 +28,8 @@ export interface ModelServerOptions {
   packPrompts: boolean;
   /** LOCALDECIDER_UPSTREAM_MAX_BODY: the most bytes read of any one answer (default DEFAULT_UPSTREAM_MAX_BODY). */
   maxBodyBytes?: number;
+  /** The least time between two rechecks a 501 asks for (default RECHECK_MIN_GAP_MS). */
+  recheckGapMs?: number;
   logger: Logger;
   /** Tests put a recorder in front of the chat adapter. */
   wrapChat?: (chat: Upstream) => Upstream;
@@ -75,6 +77,7 @@ export class ModelServer implements PoolServer {
       authorization,
       timeoutMs: checkMs,
       maxBodyBytes,
+      ...(options.recheckGapMs === undefined ? {} : { recheckGapMs: options.recheckGapMs }),
       model,
       protocol: options.protocol,
       packPrompts: options.packPrompts,

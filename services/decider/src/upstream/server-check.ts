@@ -17,6 +17,8 @@ export interface ServerCheckOptions {
   baseURL: string;
   authorization: string | undefined;
   timeoutMs: number;
+  /** The least time between two rechecks a 501 asks for (default RECHECK_MIN_GAP_MS; tests lengthen it). */
+  recheckGapMs?: number;
   /** LOCALDECIDER_UPSTREAM_MAX_BODY: the most any check reads of an answer. */
   maxBodyBytes?: number;
   /** LOCALDECIDER_UPSTREAM_MODEL. */
@@ -123,7 +125,7 @@ export class ServerCheck implements ReadinessProbe {
     // One at a time, shared by every 501 that arrives meanwhile, and at most one per RECHECK_MIN_GAP_MS: a
     // 501 within the gap schedules one for its end (once), so the last word of the server is still heard.
     if (this.rechecking !== undefined || this.recheckTimer !== undefined) return;
-    const wait = this.lastRecheckAt + RECHECK_MIN_GAP_MS - Date.now();
+    const wait = this.lastRecheckAt + (this.options.recheckGapMs ?? RECHECK_MIN_GAP_MS) - Date.now();
     if (wait > 0) {
       this.recheckTimer = setTimeout(() => {
         this.recheckTimer = undefined;

@@ -12,7 +12,8 @@ describe("a native server that answers 501 to many requests at once", () => {
   });
 
   it("50 concurrent requests refused 501 start one check of the server, not one each", async () => {
-    h = await nativeHarness({ maxInflight: 8, maxQueue: 1000 });
+    // A gap longer than the test, so that however slow the machine, every 501 falls in one check's window.
+    h = await nativeHarness({ maxInflight: 8, maxQueue: 1000, recheckGapMs: 600_000 });
     const body = { model: "localdecider", state: "A ticket.", questions: mixedQuestions(3) };
     expect((await request(h.app).post("/v1/systemone").send(body)).status).toBe(200);
     const before = h.fake.paths.length;
@@ -27,10 +28,11 @@ describe("a native server that answers 501 to many requests at once", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     const after = h.fake.paths.slice(before);
     const lists = after.filter((p) => p === "GET /v1/models").length;
-    // One check of the server (its list, its System One probe, its other paths), not one per 501: before the
-    // fix, 50 refusals made 125 model-list calls and 37 probes and other calls.
-    expect(lists).toBeLessThanOrEqual(3);
+    // One check of the server (one System One probe), not one per 501: before the fix, 50 refusals made 125
+    // model-list calls and 37 probes and other calls. The list is also asked by the decision path's gate
+    // (an answer at most 5 s old), so its bound leaves room for a slow machine.
     expect(h.fake.probes - probesBefore).toBeLessThanOrEqual(1);
+    expect(lists).toBeLessThanOrEqual(10);
     expect(after.length - lists - (h.fake.calls - callsBefore)).toBeLessThanOrEqual(6);
   });
 });
