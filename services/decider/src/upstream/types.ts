@@ -54,6 +54,8 @@ export interface ProbeOptions {
 export interface ProbeUsage {
   input: number;
   output: number;
+  /** Prompt tokens the server reported taking from its cache (not counted in `input`); absent: none reported. */
+  cached?: number;
 }
 
 /** What a model server brought back for one probe: the top alternatives at the probed position. */
@@ -114,8 +116,12 @@ export interface NativeQuestion {
   /** `box`: Jev 1.14's question, where in an image a thing is (no options; its answer is four edges). */
   type: "noul" | "choice" | "score" | "box";
   instructions: Entry | undefined;
-  /** choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false"; box: none. */
-  options: readonly { label: string; description: Entry | undefined }[];
+  /**
+   * choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false"; box: none.
+   * `value`: a choice option's typed value where the client gave one (a Decisions server is sent `value ??
+   * label`); the answer is still keyed by `label`.
+   */
+  options: readonly { label: string; value?: string | boolean; description: Entry | undefined }[];
 }
 
 /** One `POST /v1/systemone` call: one prompt of the plan, at most QUESTIONS_PER_CALL questions. */
@@ -131,7 +137,10 @@ export interface NativeCall {
 
 /** What a native call brought back: each answer as the server sent it (checked by decide/), and the usage. */
 export interface NativeResult {
-  /** By question key. Unknown to the decider until checked against its call; never passed on as is. */
+  /**
+   * By question key. Unknown to the decider until checked against its call; never passed on as is. A question
+   * the server declined is `{ type: "refusal" }`.
+   */
   answers: Readonly<Record<string, unknown>>;
   usage: ProbeUsage;
 }
