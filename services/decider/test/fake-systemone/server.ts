@@ -38,7 +38,12 @@ export type SystemOneFault =
   /** A 200 whose first answer has another type. */
   | "wrongType"
   /** A 200 whose body is not JSON. */
-  | "notJson";
+  | "notJson"
+  /**
+   * A 200 whose first answer is `{type: "refusal"}`: how every native adapter reports a question its server
+   * declined (a Decisions server's refusal, mapped by its adapter; upstream/types.ts NativeResult).
+   */
+  | "refusal";
 
 /** One question as the fake read it from a call. */
 export interface AskedNativeQuestion {
@@ -418,6 +423,7 @@ export class FakeSystemOne {
   ): unknown {
     const extra = this.extraFields ? { explanation: "the model's own words", logprobs: [-0.1] } : {};
     if (fault === "wrongType") return { type: q.type === "noul" ? "score" : "noul", noul: 0.5 };
+    if (fault === "refusal") return { type: "refusal" };
     if (q.type === "noul") {
       const p = probabilities.true as number;
       return { type: "noul", noul: fault === "notNumber" ? String(p) : p, ...extra };
