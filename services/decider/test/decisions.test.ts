@@ -1,3 +1,5 @@
+import { ApiError } from "@localdecider/contracts";
+import { createDeciderClient } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
 import OpenAI, {
   APIError,
@@ -215,6 +217,23 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
         questions: [{ type: "predicate", instructions: "?" }],
       });
     }
+  });
+
+  it("is called through our own typed client's decisions.create, its errors read from OpenAI's envelope", async () => {
+    h = await harness();
+    server = await listen(h);
+    const ours = createDeciderClient({ baseUrl: server.url });
+    const decision = await ours.decisions.create({
+      model: "localdecider",
+      input: "x",
+      questions: [{ type: "choice", name: "c", instructions: "?", choices: [{ value: false }, { value: "false" }] }],
+    });
+    expect(decision.answers[0]).toMatchObject({ type: "choice", name: "c" });
+    const failed = await ours.decisions
+      .create({ model: "localdecider", input: "x", questions: [] })
+      .catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(ApiError);
+    expect(failed).toMatchObject({ status: 400, code: "invalid_request", details: [{ path: "questions" }] });
   });
 
   it("lists the models as the openai SDK's models.list() reads them", async () => {
