@@ -128,6 +128,27 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
     expect([...order].sort((a, b) => a - b)).toStrictEqual(order);
   });
 
+  it("splits a choice wider than a chat probe reads into chunks and a final round, as System One does", async () => {
+    h = await harness();
+    server = await listen(h);
+    const values = Array.from({ length: 30 }, (_, i) => (i === 29 ? true : `v${i}`));
+    h.fake.script = (q): Record<string, number> =>
+      Object.fromEntries(q.labels.map((label) => [label, label === "v17" ? 50 : label === "true" ? 20 : 1]));
+    const decision = await client().decisions.create({
+      model: "localdecider",
+      input: "x",
+      questions: [{ type: "choice", instructions: "Which?", choices: values.map((value) => ({ value })) }],
+    });
+    const [answer] = decision.answers;
+    if (answer?.type !== "choice") throw new Error("not a choice");
+    expect(answer.choice).toBe("v17");
+    expect(answer.probabilities.map((p) => p.value)).toStrictEqual(values);
+    expect(answer.probabilities.reduce((sum, p) => sum + p.probability, 0)).toBeCloseTo(1, 12);
+    expect(answer.probabilities[29]?.probability).toBeGreaterThan(answer.probabilities[0]?.probability ?? 1);
+    // Two chunks (20 + 10 options) and the final round between their leaders.
+    expect(h.fake.calls).toBe(3);
+  });
+
   it("keeps the client's order for integer-like names (object keys would reorder them)", async () => {
     h = await harness();
     server = await listen(h);
