@@ -11,8 +11,9 @@ import OpenAI, {
 } from "openai7";
 import request from "supertest";
 import { serversBackend } from "../src/backend";
+import type { Upstream } from "../src/upstream/types";
 import { FakeUpstream } from "./fake-upstream/server";
-import { deciderOver, type Harness, harness, listen, modelServer, waitFor } from "./helpers";
+import { deciderFor, deciderOver, type Harness, harness, listen, modelServer, waitFor } from "./helpers";
 import { PNG_ASSET } from "./image-assets";
 
 /**
@@ -255,6 +256,41 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
       .catch((err: unknown) => err);
     expect(failed).toBeInstanceOf(ApiError);
     expect(failed).toMatchObject({ status: 400, code: "invalid_request", details: [{ path: "questions" }] });
+  });
+
+  it("passes the cache key, hashed, with every call to the backend (for its own caches), never in clear", async () => {
+    const fake = new FakeUpstream({ flavour: "vllm" });
+    const address = await fake.start();
+    const seen: (string | undefined)[] = [];
+    const d = deciderFor(address, {
+      wrapUpstream: (upstream: Upstream): Upstream => ({
+        prefixCache: upstream.prefixCache,
+        probe: (probe, options) => {
+          seen.push(options.cacheKey);
+          return upstream.probe(probe, options);
+        },
+      }),
+    });
+    server = await listen(d);
+    stopFakes = () => fake.stop();
+    closeDecider = d.close;
+    const ask = (key?: string) =>
+      client().decisions.create({
+        model: "localdecider",
+        input: "x",
+        questions: [{ type: "predicate", instructions: "?" }],
+        ...(key === undefined ? {} : { prompt_cache_key: key }),
+      });
+    await ask("tenant-7");
+    await ask("tenant-7");
+    await ask("tenant-8");
+    await ask();
+    expect(seen).toHaveLength(4);
+    expect(seen[0]).toMatch(/^key:[0-9a-f]{16}$/);
+    expect(seen[1]).toBe(seen[0]);
+    expect(seen[2]).not.toBe(seen[0]);
+    expect(seen[3]).toBeUndefined();
+    expect(seen.some((k) => k?.includes("tenant"))).toBe(false);
   });
 
   it("lists the models as the openai SDK's models.list() reads them", async () => {

@@ -98,6 +98,7 @@ export class Decider {
     // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
     const shown = new ShownState(state, this.options.maxStateChars);
     const weight = requestWeight(task, shown);
+    const cacheKey = task.cacheKey === undefined ? undefined : `key:${keyHash(task.cacheKey)}`;
     if (this.heldBytes + weight > this.options.maxHeldBytes && this.heldBytes > 0) {
       this.options.observer.queueRejected();
       const { limiter, pool } = this.options;
@@ -121,7 +122,8 @@ export class Decider {
         absent: [],
         shown,
         // A client's cache key names the slot's prompt cache; without one, the state does.
-        affinity: task.cacheKey === undefined ? shown.affinity : `key:${keyHash(task.cacheKey)}`,
+        affinity: cacheKey === undefined ? shown.affinity : cacheKey,
+        cacheKey,
       };
       return await this.decide(run, signal);
     } finally {

@@ -36,6 +36,8 @@ export interface RequestRun {
   absent: { question: string; outcomes: string[] }[];
   /** Prefers the slot that last held this request's state (one about the same state reads it once). */
   affinity: string;
+  /** The client's cache key, hashed (DecisionTask.cacheKey): passed with every call (ProbeOptions.cacheKey). */
+  cacheKey: string | undefined;
 }
 
 /** The tokens a call reports, counted for the request's `usage` and the metrics. */

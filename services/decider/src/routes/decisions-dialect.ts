@@ -226,7 +226,8 @@ export function decisionsResponse(body: DecisionCreateRequest, names: (string | 
           probabilities: q.choices.map((c, k) => ({ value: c.value, probability: dist[k] as number })),
           confidence: choiceConfidence(dist),
         };
-      case "score": {
+      default: {
+        // A score (the last type).
         const { score, confidence } = scoreStats(dist);
         return {
           type: "score",

@@ -48,6 +48,11 @@ export interface ProbeOptions {
   signal: AbortSignal;
   /** The slot's number, to keep every call of a request on one slot; undefined: the server chooses. */
   slot: number | undefined;
+  /**
+   * The client's cache key (Decisions' `prompt_cache_key`), hashed: calls with the same key share what a
+   * backend caches for them (the slot they run in is already chosen by it); absent without one.
+   */
+  cacheKey?: string;
 }
 
 /** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
