@@ -188,13 +188,19 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
     expect(res.body.code).toBe("upstream_malformed");
   });
 
-  it("reports the prompt tokens a server took from its cache, counted in input_tokens", async () => {
-    h = await harness({ flavour: "llama", maxInflight: 1 });
+  it.each([
+    ["chat completions", false],
+    ["llama-server's /completion, a prompt's probes in one call", true],
+  ])("reports the prompt tokens a server took from its cache, counted in input_tokens (%s)", async (_how, packing) => {
+    h = await harness({ flavour: "llama", packing, maxInflight: 1 });
     server = await listen(h);
     const body = {
       model: "localdecider",
       input: "the same state",
-      questions: [{ type: "predicate" as const, instructions: "Is it?" }],
+      questions: [
+        { type: "predicate" as const, instructions: "Is it?" },
+        { type: "predicate" as const, instructions: "Is it not?" },
+      ],
     };
     await client().decisions.create(body);
     const again = await client().decisions.create(body);
@@ -202,6 +208,8 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
     expect(input_tokens_details.cached_tokens).toBeGreaterThan(0);
     expect(input_tokens).toBeGreaterThan(input_tokens_details.cached_tokens);
     expect(total_tokens).toBe(input_tokens + output_tokens);
+    // With packing the probes went through /completion, whose usage is read from timings (cache_n).
+    expect(h.fake.completions.length > 0).toBe(packing);
   });
 
   it("sends every request with one prompt_cache_key to the same model server", async () => {
