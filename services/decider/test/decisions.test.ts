@@ -266,6 +266,27 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
     expect(failed).toMatchObject({ status: 400, code: "invalid_request", details: [{ path: "questions" }] });
   });
 
+  it("runs every request with one prompt_cache_key in the same slot, whatever its input", async () => {
+    h = await harness({ flavour: "llama", maxInflight: 2 });
+    server = await listen(h);
+    const slots = async (key: string | undefined) => {
+      const before = h.fake.requests.length;
+      for (const state of ["a", "b", "c", "d"]) {
+        await client().decisions.create({
+          model: "localdecider",
+          input: `${key ?? "none"} ${state}`,
+          questions: [{ type: "predicate", instructions: "?" }],
+          ...(key === undefined ? {} : { prompt_cache_key: key }),
+        });
+      }
+      return h.fake.requests.slice(before).map((r) => r.id_slot);
+    };
+    // Without a key a new input takes the slot free the longest: the two slots in turn.
+    expect(new Set(await slots(undefined)).size).toBe(2);
+    // With one, the slot its key last held, whatever the input.
+    expect(new Set(await slots("tenant-7")).size).toBe(1);
+  });
+
   it("passes the cache key, hashed, with every call to the backend (for its own caches), never in clear", async () => {
     const fake = new FakeUpstream({ flavour: "vllm" });
     const address = await fake.start();
