@@ -1,4 +1,4 @@
-import type { ErrorRequestHandler, RequestHandler } from "express";
+import type { ErrorRequestHandler, Request, RequestHandler } from "express";
 import { AppError } from "./app-error";
 import type { Logger } from "./logger";
 
@@ -26,6 +26,16 @@ export interface ErrorHandlerOptions {
   /** The body of the generic 500; the todos seed fixes it to "Internal server error". */
   internalMessage?: string;
   internalCode?: string;
+  /**
+   * How an error is answered on a route that speaks another API's error dialect (the decider's `/v1/decisions`
+   * answers in OpenAI's envelope): its status, body and extra headers, or undefined for the service's own
+   * (`AppError.toBody()`). The one place a route's error shape is chosen; it sees every error answered,
+   * the generic 500 included, after it was logged as usual.
+   */
+  present?: (
+    error: AppError,
+    req: Request,
+  ) => { status: number; body: unknown; headers?: Record<string, string> } | undefined;
 }
 
 /** Default mapping of body-parser's own failures, before the service's `map` has its say. */
@@ -51,7 +61,18 @@ function mapBodyParserError(err: unknown): AppError | undefined {
  */
 export function errorHandler(options: ErrorHandlerOptions): ErrorRequestHandler {
   const { logger } = options;
-  return (err, _req, res, next) => {
+  const send = (res: Parameters<ErrorRequestHandler>[2], req: Request, error: AppError): void => {
+    const shaped = options.present?.(error, req);
+    if (shaped === undefined) {
+      res.status(error.status).set(error.headers).json(error.toBody());
+      return;
+    }
+    res
+      .status(shaped.status)
+      .set({ ...error.headers, ...shaped.headers })
+      .json(shaped.body);
+  };
+  return (err, req, res, next) => {
     if (res.headersSent) {
       next(err);
       return;
@@ -65,14 +86,14 @@ export function errorHandler(options: ErrorHandlerOptions): ErrorRequestHandler 
         error: known.message,
         cause: known.cause instanceof Error ? known.cause.message : undefined,
       });
-      res.status(known.status).set(known.headers).json(known.toBody());
+      send(res, req, known);
       return;
     }
     logger.error("unhandled error", { requestId: res.locals.requestId, ...describeError(err) });
-    const body = new AppError(500, options.internalMessage ?? "Internal server error", {
+    const internal = new AppError(500, options.internalMessage ?? "Internal server error", {
       ...(options.internalCode === undefined ? {} : { code: options.internalCode }),
-    }).toBody();
-    res.status(500).json(body);
+    });
+    send(res, req, internal);
   };
 }
 

@@ -54,7 +54,8 @@ export function buildOpenApiDocument(options: OpenApiOptions): OpenApiDocument {
     const secured = route.auth === "bearer" && auth !== undefined;
     const shared =
       options.shared === undefined || options.shared.exceptPaths?.includes(route.path) ? {} : options.shared.responses;
-    const responses = Object.entries({ ...route.responses, ...(secured ? auth.responses : {}), ...shared }).map(
+    // A route's own response for a status wins (the decider's /v1/decisions declares its 401 in OpenAI's envelope).
+    const responses = Object.entries({ ...(secured ? auth.responses : {}), ...shared, ...route.responses }).map(
       ([status, response]) => [
         status,
         {

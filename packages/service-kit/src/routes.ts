@@ -39,8 +39,8 @@ export interface RegisterRoutesOptions {
   authenticate?: RequestHandler | undefined;
   /** Reads the JSON body of routes that declare one; other routes never read a body. */
   jsonBody: RequestHandler;
-  /** The service's error for a part that fails its schema (`value` is what arrived). */
-  invalid: (part: RequestPart, error: z.ZodError, value: unknown) => AppError;
+  /** The service's error for a part that fails its schema (`value` is what arrived; `route` the route's contract). */
+  invalid: (part: RequestPart, error: z.ZodError, value: unknown, route: RouteContract) => AppError;
   /**
    * Checks a body before its schema sees it, throwing an AppError (the decider refuses bodies nested too
    * deep for zod's recursion here).
@@ -94,7 +94,7 @@ export function registerRoutes<R extends RouteContracts>(
     const parse = (part: RequestPart, schema: z.ZodType | undefined, value: unknown): unknown => {
       if (schema === undefined) return undefined;
       const result = schema.safeParse(value);
-      if (!result.success) throw options.invalid(part, result.error, value);
+      if (!result.success) throw options.invalid(part, result.error, value, route);
       return result.data;
     };
     const chain: RequestHandler[] = [];

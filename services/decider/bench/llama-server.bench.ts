@@ -26,11 +26,12 @@
  */
 import type { ChildProcess } from "node:child_process";
 import path from "node:path";
-import type { TextQuestion } from "@localdecider/contracts/decider";
+import type { Question as SystemOneQuestion, TextQuestion } from "@localdecider/contracts/decider";
 import { createLogger } from "@localdecider/service-kit";
-import { packPrompts, partsOf, planRequest } from "../src/decide/plan";
+import { type Limits, packPrompts, planRequest as planTask, partsOf as taskParts } from "../src/decide/plan";
 import { probeOf } from "../src/decide/probe";
 import { promptOf, renderPrompt, stateBlock } from "../src/decide/prompt";
+import { systemOneQuestion, systemOneQuestions } from "../src/routes/systemone-dialect";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { ModelListProbe } from "../src/upstream/readiness";
 import { ServerCheck } from "../src/upstream/server-check";
@@ -39,6 +40,14 @@ import { llamaServerBackend, type ProcessBackend, stopProcess } from "../test/en
 import { tinyModelPath } from "../test/engine/tiny-model";
 import { cpuNs, type Decider, startDecider } from "./processes";
 import { median, questions } from "./workload";
+
+/** The parts of one System One question, through the edge's translation into the internal form. */
+const partsOf = (name: string, question: SystemOneQuestion, size?: number) =>
+  taskParts(systemOneQuestion(name, question), size);
+
+/** The plan of System One questions, through the edge's translation into the internal form. */
+const planRequest = (questions: Record<string, SystemOneQuestion>, limits: Limits) =>
+  planTask(systemOneQuestions(questions), limits);
 
 const BIN = process.env.LLAMA_SERVER_BIN;
 const list = (value: string | undefined, fallback: number[]) =>

@@ -10,16 +10,21 @@
  * calls; a straight line through the sizes splits it into a part per request and a part per upstream call.
  * Run: pnpm --filter @localdecider/decider bench:overhead (BENCH_REQUESTS per size, default 200).
  */
-import type { TextQuestion } from "@localdecider/contracts/decider";
-import { planRequest } from "../src/decide/plan";
+import type { Question as SystemOneQuestion, TextQuestion } from "@localdecider/contracts/decider";
+import { type Limits, planRequest as planTask } from "../src/decide/plan";
 import { probeOf } from "../src/decide/probe";
 import { renderPrompt } from "../src/decide/prompt";
 import { runInOrder } from "../src/decide/schedule";
+import { systemOneQuestions } from "../src/routes/systemone-dialect";
 import { completionBody } from "../src/upstream/llama-packed";
 import { OpenAIUpstream } from "../src/upstream/openai-upstream";
 import { detectServer } from "../src/upstream/server-profile";
 import { cpuNs, startDecider, startFakeUpstream } from "./processes";
 import { lineThrough, quantile, questions } from "./workload";
+
+/** The plan of System One questions, through the edge's translation into the internal form. */
+const planRequest = (questions: Record<string, SystemOneQuestion>, limits: Limits) =>
+  planTask(systemOneQuestions(questions), limits);
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 const SIZES = [1, 16, 100];

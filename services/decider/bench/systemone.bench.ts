@@ -1,3 +1,4 @@
+import type { Question as SystemOneQuestion } from "@localdecider/contracts/decider";
 /**
  * The decider's own time in front of a native System One server: a fake that answers at once (bench/
  * fake-systemone.main.ts, its own process), the decider (its own main.js) in front of it, and this client. Per
@@ -14,12 +15,17 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import type { Question } from "@localdecider/contracts/decider";
 import { nativeQuestionOf } from "../src/decide/native";
-import { planRequest } from "../src/decide/plan";
+import { type Limits, planRequest as planTask } from "../src/decide/plan";
+import { systemOneQuestions } from "../src/routes/systemone-dialect";
 import { createHttpTransport } from "../src/upstream/http-fetch";
 import { documentedOptionLimit, wireBody } from "../src/upstream/systemone-upstream";
 import { stopProcess } from "../test/engine/backends";
 import { firstLine, startDecider } from "./processes";
 import { lineThrough, quantile, questions } from "./workload";
+
+/** The plan of System One questions, through the edge's translation into the internal form. */
+const planRequest = (questions: Record<string, SystemOneQuestion>, limits: Limits) =>
+  planTask(systemOneQuestions(questions), limits);
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1600);
 const SIZES = [1, 16, 100];

@@ -33,6 +33,7 @@ import { playgroundRouter } from "./playground";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue, questionCount } from "./routes/input-limits";
 import { invalidBody } from "./routes/invalid-body";
+import { OPENAI_PATHS, openAIIssues, presentOpenAIError } from "./routes/openai-errors";
 import { tooManyQuestions } from "./upstream/failure";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
@@ -188,15 +189,19 @@ export function createApp(deps: AppDeps): DeciderApp {
         const issue = inputLimitIssue(body);
         if (issue !== undefined) throw deciderError("invalid_request", "Invalid request body", { details: [issue] });
       },
-      invalid: (_part, error, body) => {
-        const { message, details } = invalidBody(body, validationDetails(error, { root: "body" }));
+      invalid: (_part, error, body, route) => {
+        const issues = (OPENAI_PATHS as readonly string[]).includes(route.path)
+          ? openAIIssues(error.issues as Parameters<typeof openAIIssues>[0])
+          : validationDetails(error, { root: "body" });
+        const { message, details } = invalidBody(body, issues);
         return deciderError("invalid_request", message, { details });
       },
       methodNotAllowed: (method) => deciderError("method_not_allowed", `Method ${method} not allowed on this path`),
     },
   );
   app.use(notFoundHandler(() => deciderError("not_found", "Not found")));
-  app.use(errorHandler({ logger: deps.logger, internalCode: "internal_error" }));
+  // OpenAI's paths (/v1/decisions) answer in OpenAI's error envelope; every other route in the decider's own.
+  app.use(errorHandler({ logger: deps.logger, internalCode: "internal_error", present: presentOpenAIError }));
   return { app, decider, metrics, openapi };
 }
 

@@ -59,6 +59,11 @@ describe("the metrics' route labels", () => {
       await client.systemOne({
         body: { model: "localdecider", state: null, questions: { q: { type: "noul", instructions: "Is it?" } } },
       });
+      await client.decisions.create({
+        model: "localdecider",
+        input: "x",
+        questions: [{ type: "predicate", instructions: "Is it?" }],
+      });
       const text = await (await fetch(`${server.url}/metrics`)).text();
       const labels = new Set([...text.matchAll(/^http_requests_total\{[^}]*route="([^"]+)"/gm)].map((m) => m[1]));
       expect([...labels].sort()).toStrictEqual(

@@ -1,7 +1,22 @@
-import type { TextQuestion } from "@localdecider/contracts/decider";
+import type { Question as SystemOneQuestion, TextQuestion } from "@localdecider/contracts/decider";
 import type { PartResult } from "../src/decide/answer";
-import { finalRound, packPrompts, partsOf, planRequest } from "../src/decide/plan";
+import {
+  finalRound,
+  type Limits,
+  packPrompts,
+  planRequest as planTask,
+  partsOf as taskParts,
+} from "../src/decide/plan";
 import { prefill, readingOf } from "../src/decide/probe";
+import { systemOneQuestion, systemOneQuestions } from "../src/routes/systemone-dialect";
+
+/** The parts of one System One question, through the edge's translation into the internal form. */
+const partsOf = (name: string, question: SystemOneQuestion, size?: number) =>
+  taskParts(systemOneQuestion(name, question), size);
+
+/** The plan of System One questions, through the edge's translation into the internal form. */
+const planRequest = (questions: Record<string, SystemOneQuestion>, limits: Limits) =>
+  planTask(systemOneQuestions(questions), limits);
 
 const choice = (n: number): TextQuestion => ({
   type: "choice",
@@ -67,7 +82,7 @@ describe("planRequest", () => {
       { big: choice(45), n: { type: "noul", instructions: "Is it?" } },
       { questionsPerCall: 16, outcomesPerCall: 128 },
     );
-    const results: PartResult[] = plan.firstRound.flat().map((part) => ({
+    const results: Extract<PartResult, { distribution: number[] }>[] = plan.firstRound.flat().map((part) => ({
       part,
       // Chunk c's leader is its label at index c + 1.
       distribution: part.options.map((_, i) =>

@@ -1,8 +1,13 @@
 import { createHash } from "node:crypto";
-import type { TextQuestion } from "@localdecider/contracts/decider";
-import { partsOf } from "../src/decide/plan";
+import type { Question as SystemOneQuestion, TextQuestion } from "@localdecider/contracts/decider";
+import { partsOf as taskParts } from "../src/decide/plan";
 import { probeOf } from "../src/decide/probe";
 import { jsonLine, PROMPT_VERSION, renderPrompt, stateFence } from "../src/decide/prompt";
+import { systemOneQuestion } from "../src/routes/systemone-dialect";
+
+/** The parts of one System One question, through the edge's translation into the internal form. */
+const partsOf = (name: string, question: SystemOneQuestion, size?: number) =>
+  taskParts(systemOneQuestion(name, question), size);
 
 /**
  * A question without instructions, which the API now refuses (422): the pinned renderings below keep one, as

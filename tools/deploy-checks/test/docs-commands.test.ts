@@ -95,6 +95,7 @@ const EXAMPLES: [string, string][] = [
   ["README.md", "curl -s localhost:8080/v1/systemone"],
   ["services/todos/README.md", "curl -s -X POST localhost:3000/users/alice/todos"],
   ["services/decider/README.md", "curl -s localhost:8080/v1/systemone"],
+  ["services/decider/README.md", "curl -s localhost:8080/v1/decisions"],
   ["docs/decider-api.md", "curl -s localhost:8080/v1/systemone"],
   ["docs/decider-api.md", "curl -s localhost:8080/v1/models"],
 ];

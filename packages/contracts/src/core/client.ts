@@ -136,12 +136,22 @@ function errorFrom<Code extends string>(response: Response, text: string, operat
   } catch {
     // not JSON (a proxy's HTML page, say): kept as text
   }
-  const fields = typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
+  const outer = typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
+  // OpenAI's envelope (the decider's /v1/decisions): `{error: {message, type, param, code}}`, read as ours.
+  const openAI =
+    typeof outer.error === "object" && outer.error !== null ? (outer.error as Record<string, unknown>) : undefined;
+  const fields = openAI === undefined ? outer : { error: openAI.message, code: openAI.code };
+  const param = openAI !== undefined && typeof openAI.param === "string" ? openAI.param : undefined;
+  const details = isIssueList(outer.details)
+    ? outer.details
+    : param !== undefined && typeof openAI?.message === "string"
+      ? [{ path: param, message: openAI.message }]
+      : undefined;
   return new ApiError<Code>({
     status: response.status,
     message: typeof fields.error === "string" ? fields.error : `HTTP ${response.status} ${response.statusText}`.trim(),
     code: typeof fields.code === "string" ? (fields.code as Code) : undefined,
-    details: isIssueList(fields.details) ? fields.details : undefined,
+    details,
     requestId: response.headers.get("x-request-id") ?? undefined,
     operation,
     headers: response.headers,

@@ -2,5 +2,6 @@
 // loads the shared core (the root export), never the todos' contracts.
 export * from "./calibration";
 export * from "./client";
+export * from "./decisions";
 export * from "./routes";
 export * from "./schemas";

@@ -1,9 +1,13 @@
 import { HealthResponse } from "../core/health";
 import { defineRoutes, errorResponses, type ResponseContract } from "../core/route";
+import { Decision, DecisionCreateRequest, OpenAIErrorBody } from "./decisions";
 import { DeciderErrorBody, DeciderReadyResponse, ModelsResponse, SystemOneRequest, SystemOneResponse } from "./schemas";
 
-/** Every decider error answers with one body, DeciderErrorBody. */
+/** Every decider error answers with one body, DeciderErrorBody, except on OpenAI's paths (openAIError). */
 const error = errorResponses(DeciderErrorBody);
+
+/** `/v1/decisions` answers every error in OpenAI's envelope, which the `openai` SDK reads. */
+const openAIError = errorResponses(OpenAIErrorBody);
 
 /** What the bearer check adds to every `auth: "bearer"` route. */
 export const DECIDER_AUTH_RESPONSES = {
@@ -85,6 +89,38 @@ export const deciderRoutes = defineRoutes(
           "The model is not ready: the embedded model not loaded (model_unavailable, with /ready's text), or a model server that does not hold it (answered 404, or does not list it); or a model server busy (upstream_busy)",
         ),
         504: error("The decision did not complete within LOCALDECIDER_TIMEOUT"),
+      },
+    },
+    decisions: {
+      method: "post",
+      path: "/v1/decisions",
+      summary: "OpenAI's Decisions dialect: answer predicate, choice and score questions about an input, in order",
+      description:
+        "What the `openai` SDK's `client.decisions.create()` (7.59.0) sends, answered by the same machinery as " +
+        "/v1/systemone (limits, queue, deadline, calibration). A question without evidence is answered " +
+        '`{"type":"refusal"}` while the others are answered. Every error is in OpenAI\'s envelope ' +
+        "`{error: {message, type, param, code}}`; see docs/decisions.md.",
+      auth: "bearer",
+      body: DecisionCreateRequest,
+      responses: {
+        200: { description: "One answer per question, in question order", schema: Decision },
+        400: openAIError(
+          "The body breaks the schema (param names the field, e.g. `questions[0].choices`), malformed JSON, an image for a backend that takes none, or a prompt longer than the model's context",
+        ),
+        401: openAIError("Missing or wrong bearer (only when LOCALDECIDER_API_KEY is set)", {
+          "WWW-Authenticate": { description: 'Always `Bearer realm="localdecider"`' },
+        }),
+        404: openAIError("A model this service does not serve (code model_not_found, param model)"),
+        413: openAIError(
+          "More questions than LOCALDECIDER_MAX_QUESTIONS (or than LOCALDECIDER_MAX_QUEUE's calls can hold), or a body over LOCALDECIDER_BODY_LIMIT",
+        ),
+        415: openAIError("A body in a character set other than UTF-8"),
+        429: openAIError("The request's upstream calls would overflow LOCALDECIDER_MAX_QUEUE", {
+          "Retry-After": { description: "Seconds until the queue is expected to have room" },
+        }),
+        502: openAIError("Model server unreachable or failing, or no logprobs"),
+        503: openAIError("The model is not ready, or a model server busy"),
+        504: openAIError("The decision did not complete within LOCALDECIDER_TIMEOUT"),
       },
     },
   },

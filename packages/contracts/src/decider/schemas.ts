@@ -367,9 +367,24 @@ export const ModelsCalibration = z.union([
 ]);
 export type ModelsCalibration = z.infer<typeof ModelsCalibration>;
 
-/** 200 body of `GET /v1/models` (what the SDK's `models.list()` unwraps: `models`; the rest is ours). */
+/** A model as OpenAI's `GET /v1/models` lists it (what the `openai` SDK's `client.models.list()` pages through). */
+export const OpenAIModel = z.object({
+  id: z.string(),
+  object: z.literal("model"),
+  /** Unix seconds: the card's release date. */
+  created: z.number().int(),
+  owned_by: z.string(),
+});
+export type OpenAIModel = z.infer<typeof OpenAIModel>;
+
+/**
+ * 200 body of `GET /v1/models`: TypeSafe's SDK's `models.list()` unwraps `models`; the `openai` SDK's reads
+ * `object: "list"` and `data` (the same models, as OpenAI lists them); `backend` and `calibration` are ours.
+ */
 export const ModelsResponse = z.object({
   models: z.array(ModelCard),
+  object: z.literal("list").optional(),
+  data: z.array(OpenAIModel).optional(),
   backend: BackendInfo.optional(),
   calibration: ModelsCalibration.optional(),
 });

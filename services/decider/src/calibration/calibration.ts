@@ -15,7 +15,12 @@ export class Calibration {
 
   /** The question's distribution under its temperature (unchanged when the file holds none for it). */
   apply(name: string, question: TextQuestion, distribution: readonly number[]): number[] {
-    return applyTemperature(distribution, temperatureFor(this.file, name, question.type));
+    return this.applyKind(name, question.type, distribution);
+  }
+
+  /** The same, by the question's name and kind alone (what the decider's internal form carries). */
+  applyKind(name: string, kind: TextQuestion["type"], distribution: readonly number[]): number[] {
+    return applyTemperature(distribution, temperatureFor(this.file, name, kind));
   }
 
   /** What GET /v1/models shows: the fit date, the data size and every temperature (no file path). */

@@ -1,88 +1,55 @@
-import type { Answer, Question } from "@localdecider/contracts/decider";
 import type { Calibration } from "../calibration/calibration";
-import { argmax, choiceConfidence, scoreStats } from "./math";
 import type { Part, Plan } from "./plan";
 import { recombineChunks } from "./recombine";
+import type { QuestionOutcome } from "./task";
 
-/** One probed part and the distribution read out for it, indexed like the part's options. */
-export interface PartResult {
-  part: Part;
-  distribution: number[];
-}
+/** One probed part and the distribution read out for it (indexed like the part's options), or its refusal. */
+export type PartResult = { part: Part; distribution: number[] } | { part: Part; refusal: string };
 
-/** The chunk distributions of every split choice, in chunk order (the final round's input). */
+/** The chunk distributions of every split choice, in chunk order (the final round's input); refused chunks absent. */
 export function chunkDistributions(results: readonly PartResult[]): Map<string, number[][]> {
   const chunks = new Map<string, number[][]>();
-  for (const { part, distribution } of results) {
-    if (part.round.kind !== "chunk") continue;
+  for (const result of results) {
+    const { part } = result;
+    if (part.round.kind !== "chunk" || !("distribution" in result)) continue;
     const list = chunks.get(part.question) ?? [];
-    list[part.round.index] = distribution;
+    list[part.round.index] = result.distribution;
     chunks.set(part.question, list);
   }
   return chunks;
 }
 
 /**
- * Every question's answer from the results of both rounds. A calibration (LOCALDECIDER_CALIBRATION) rescales
- * each question's final distribution before its answer is derived from it.
+ * Every question's outcome, in the plan's order, from the results of both rounds: its distribution, or a
+ * refusal when any of its parts was refused (a split choice missing a chunk has no final round). A
+ * calibration (LOCALDECIDER_CALIBRATION) rescales each final distribution before an answer is derived from it.
  */
-export function answersOf(
-  plan: Plan,
-  results: readonly PartResult[],
-  calibration?: Calibration,
-): Record<string, Answer> {
+export function answersOf(plan: Plan, results: readonly PartResult[], calibration?: Calibration): QuestionOutcome[] {
   const whole = new Map<string, number[]>();
   const finals = new Map<string, number[]>();
-  for (const { part, distribution } of results) {
-    if (part.round.kind === "whole") whole.set(part.question, distribution);
-    if (part.round.kind === "final") finals.set(part.question, distribution);
+  const refused = new Map<string, string>();
+  for (const result of results) {
+    const { part } = result;
+    if (!("distribution" in result)) {
+      refused.set(part.question, result.refusal);
+      continue;
+    }
+    if (part.round.kind === "whole") whole.set(part.question, result.distribution);
+    if (part.round.kind === "final") finals.set(part.question, result.distribution);
   }
   const chunks = chunkDistributions(results);
-  return Object.fromEntries(
-    Object.entries(plan.questions).map(([name, question]) => {
-      const split = chunks.get(name);
-      const dist =
-        split === undefined
-          ? (whole.get(name) as number[])
-          : recombineChunks(split, finals.get(name) as number[]).flat();
-      // A box's edges are no distribution: the calibration's temperatures apply to the others only.
-      const calibrated =
-        calibration === undefined || question.type === "box" ? dist : calibration.apply(name, question, dist);
-      return [name, toAnswer(question, calibrated)];
-    }),
-  );
-}
-
-/**
- * A question's answer from its final distribution (a box: from its edges and confidence, in native.ts's
- * BOX_FIELDS order).
- */
-export function toAnswer(question: Question, dist: number[]): Answer {
-  switch (question.type) {
-    case "box": {
-      const [top, bottom, left, right, confidence] = dist as [number, number, number, number, number];
-      return { type: "box", box: { top, bottom, left, right }, confidence };
-    }
-    case "noul":
-      return { type: "noul", noul: dist[0] as number };
-    case "score": {
-      const { score, confidence } = scoreStats(dist);
-      return {
-        type: "score",
-        score,
-        probabilities: Object.fromEntries(dist.map((p, i) => [String(i), p])),
-        confidence,
-        legend: Object.fromEntries(question.criteria.map((c, i) => [String(i), c])),
-      };
-    }
-    case "choice": {
-      const labels = Object.keys(question.criteria);
-      return {
-        type: "choice",
-        choice: labels[argmax(dist)] as string,
-        probabilities: Object.fromEntries(labels.map((label, i) => [label, dist[i] as number])),
-        confidence: choiceConfidence(dist),
-      };
-    }
-  }
+  return plan.questions.map((question): QuestionOutcome => {
+    const refusal = refused.get(question.id);
+    if (refusal !== undefined) return { refusal };
+    const split = chunks.get(question.id);
+    const final = finals.get(question.id);
+    const dist = split === undefined ? whole.get(question.id) : final && recombineChunks(split, final).flat();
+    if (dist === undefined) return { refusal: "no answer was read for this question" };
+    // A box's edges are no distribution: the calibration's temperatures apply to the others only.
+    const calibrated =
+      calibration === undefined || question.kind === "box"
+        ? dist
+        : calibration.applyKind(question.id, question.kind, dist);
+    return { distribution: calibrated };
+  });
 }

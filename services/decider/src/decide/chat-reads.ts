@@ -30,7 +30,11 @@ export function chatReads(
   return async (asked) => {
     const probes = prompt.probesOf(run.shown);
     const requests = asked.map((i) => probes[i] as ProbeRequest);
-    const call = { signal: run.controller.signal, slot: lease.slot };
+    const call = {
+      signal: run.controller.signal,
+      slot: lease.slot,
+      ...(run.cacheKey === undefined ? {} : { cacheKey: run.cacheKey }),
+    };
     const many = upstream.probeMany?.bind(upstream);
     const results =
       many !== undefined && requests.length > 1

@@ -1,6 +1,5 @@
+import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import type { JsonValue } from "@localdecider/contracts";
-import type { SystemOneRequest, SystemOneResponse } from "@localdecider/contracts/decider";
 import type { Logger } from "@localdecider/service-kit";
 import type { Calibration } from "../calibration/calibration";
 import type { Reservation, UpstreamLimiter } from "../limits/limiter";
@@ -25,10 +24,20 @@ import { answersOf, chunkDistributions, type PartResult } from "./answer";
 import { chatReads } from "./chat-reads";
 import type { Read } from "./native";
 import { nativeReads } from "./native-reads";
-import { chunkSize, finalRound, type Limits, MAX_OUTCOMES_PER_PART, type Part, type Plan, planRequest } from "./plan";
+import {
+  chunkSize,
+  finalRound,
+  type Limits,
+  MAX_OUTCOMES_PER_PART,
+  type Part,
+  type Plan,
+  planRequest,
+  questionById,
+} from "./plan";
 import { jsonLengths, jsonWeight, ShownState } from "./prompt";
 import { PromptJobs, type RequestRun } from "./run";
 import { runInOrder } from "./schedule";
+import type { DecisionTask, TaskResult } from "./task";
 
 export interface DeciderOptions {
   /** The model servers (or the embedded engine, a pool of one). */
@@ -66,7 +75,7 @@ export function requestWeight(request: unknown, shown?: ShownState): number {
 }
 
 /**
- * Answers System One requests. It only orchestrates: the plan decides the prompts and rounds, the request
+ * Answers decision tasks (task.ts: each dialect's route translates its requests into one). It only orchestrates: the plan decides the prompts and rounds, the request
  * holds one slot of one model server for all of its calls (the limiter), each prompt's parts are read through
  * the server's protocol (chat-reads.ts: probed where each value begins; native-reads.ts: one System One call,
  * each answer checked by native.ts) with the same retries, and answer.ts does the math and the calibration.
@@ -82,13 +91,14 @@ export class Decider {
   }
 
   /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
-  async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
-    const { state, questions } = request;
-    const target = await this.target(request, signal);
+  async run(task: DecisionTask, signal: AbortSignal): Promise<TaskResult> {
+    const { state, questions } = task;
+    const target = await this.target(task, signal);
     const plan = feasible(planRequest(questions, this.limitsFor(target)));
     // Measured (not rendered) before admission: a state too large is refused before it waits anywhere.
     const shown = new ShownState(state, this.options.maxStateChars);
-    const weight = requestWeight(request, shown);
+    const weight = requestWeight(task, shown);
+    const cacheKey = task.cacheKey === undefined ? undefined : `key:${keyHash(task.cacheKey)}`;
     if (this.heldBytes + weight > this.options.maxHeldBytes && this.heldBytes > 0) {
       this.options.observer.queueRejected();
       const { limiter, pool } = this.options;
@@ -96,21 +106,24 @@ export class Decider {
     }
     this.heldBytes += weight;
     try {
-      const reservation = await this.admit(plan, target.except, signal);
+      const reservation = await this.admit(plan, target.except, signal, task.cacheKey);
       const run: RequestRun = {
         plan,
         model: target.model,
-        state: state as JsonValue,
-        assets: request.assets,
+        state,
+        assets: task.assets,
+        partial: task.partial,
         except: target.except,
         deadlineAt: performance.now() + this.options.timeoutSeconds * 1000,
         reservation,
         controller: new AbortController(),
         timedOut: false,
-        usage: { input_tokens: 0, output_tokens: 0 },
+        usage: { input: 0, cached: 0, output: 0 },
         absent: [],
         shown,
-        affinity: shown.affinity,
+        // A client's cache key names the slot's prompt cache; without one, the state does.
+        affinity: cacheKey === undefined ? shown.affinity : cacheKey,
+        cacheKey,
         busyWaits: 0,
       };
       return await this.decide(run, signal);
@@ -126,11 +139,11 @@ export class Decider {
    * Jev 1.14's images and box questions go to a server that speaks System One itself, or nowhere.
    */
   private async target(
-    request: SystemOneRequest,
+    task: DecisionTask,
     signal: AbortSignal,
   ): Promise<{ model: string; except: ReadonlySet<string> }> {
     const { gate, pool, upstreamModel } = this.options;
-    const { model } = request;
+    const { model } = task;
     // Which protocol each server speaks, and which decision models it lists, are known once it was checked.
     await gate.assertServed(signal);
     const except = new Set<string>();
@@ -141,7 +154,7 @@ export class Decider {
         throw unknownModel(model, [...ACCEPTED_MODELS, ...routable]);
       }
     }
-    if (usesImages(request)) {
+    if (usesImages(task)) {
       for (const s of pool.servers) if (!isNative(s.upstream)) except.add(s.id);
       if (except.size === pool.servers.length) throw imagesNeedNative();
     }
@@ -168,13 +181,21 @@ export class Decider {
     return { ...this.options.limits, outcomesPerPart: perPart, ...(native ? { onePartPerQuestion: true } : {}) };
   }
 
-  /** Reserves every call of the plan, or throws the error that refuses the request whole (or cancelled). */
-  private async admit(plan: Plan, except: ReadonlySet<string>, signal: AbortSignal): Promise<Reservation> {
+  /**
+   * Reserves every call of the plan, or throws the error that refuses the request whole (or cancelled). One
+   * server for all of the request's calls (its prompt prefix is cached there): the one a cache key maps to,
+   * else the least loaded.
+   */
+  private async admit(
+    plan: Plan,
+    except: ReadonlySet<string>,
+    signal: AbortSignal,
+    cacheKey: string | undefined,
+  ): Promise<Reservation> {
     if (!this.options.limiter.fits(plan.callCount)) throw tooManyCalls(plan.callCount, this.options.limiter.maxQueue);
     const { limiter, pool } = this.options;
-    // One server for all of the request's calls (its prompt prefix is cached there): the least loaded.
     const server =
-      pool.choose((id) => limiter.load(id), except) ??
+      (cacheKey === undefined ? pool.choose((id) => limiter.load(id), except) : pool.chooseFor(cacheKey, except)) ??
       (pool.servers.find((s) => !except.has(s.id)) as (typeof pool.servers)[number]);
     let answer: Awaited<ReturnType<UpstreamLimiter["tryReserve"]>>;
     try {
@@ -189,7 +210,7 @@ export class Decider {
     return answer.reservation;
   }
 
-  private async decide(run: RequestRun, clientSignal: AbortSignal): Promise<SystemOneResponse> {
+  private async decide(run: RequestRun, clientSignal: AbortSignal): Promise<TaskResult> {
     // One failed call fails the request, so it also stops the request's other calls.
     // Each call in flight listens to the request's signal (and stops listening when it ends); on a server
     // with a shared prefix cache a prompt's calls run at once, more than Node's default warning level.
@@ -229,7 +250,7 @@ export class Decider {
       }
       return {
         model: servedModelName(run.model),
-        answers: answersOf(run.plan, [...resultsOf(first), ...resultsOf(second ?? [])], this.options.calibration),
+        outcomes: answersOf(run.plan, [...resultsOf(first), ...resultsOf(second ?? [])], this.options.calibration),
         usage: run.usage,
       };
     } catch (err) {
@@ -309,12 +330,12 @@ export class Decider {
         const read = isNative(upstream)
           ? nativeReads(this.options, run, lease, upstream, prompt)
           : chatReads(this.options, run, lease, upstream, prompt);
-        const reads = await this.withRetries(lease, prompt.parts, pending, read);
+        const reads = await this.withRetries(run, lease, prompt.parts, pending, read);
         for (const [k, i] of pending.entries()) prompt.results[i] = reads[k];
       } else {
         const read = chatReads(this.options, run, lease, upstream, prompt);
         await runInOrder([pending], upstream.prefixCache, async (i) => {
-          prompt.results[i] = (await this.withRetries(lease, prompt.parts, [i], read))[0];
+          prompt.results[i] = (await this.withRetries(run, lease, prompt.parts, [i], read))[0];
         });
       }
       prompt.settle();
@@ -349,13 +370,14 @@ export class Decider {
    * and counted. A failure other than a malformed answer is thrown.
    */
   private async withRetries(
+    run: RequestRun,
     lease: SlotLease,
     parts: readonly Part[],
     indexes: readonly number[],
     call: (asked: number[]) => Promise<Read[]>,
-  ): Promise<number[][]> {
+  ): Promise<(number[] | { refusal: string })[]> {
     const { observer, logger, malformedRetries } = this.options;
-    const reads: number[][] = [];
+    const reads: (number[] | { refusal: string })[] = [];
     let left = indexes.map((_, k) => k);
     let reason = "";
     for (let attempt = 0; attempt <= malformedRetries && left.length > 0; attempt++) {
@@ -385,6 +407,12 @@ export class Decider {
           reads[k] = read.distribution;
           continue;
         }
+        if (read !== undefined && "refusal" in read) {
+          // The server declined the question: its answer, not a fault, so never asked again.
+          if (!run.partial) throw malformedOutput(attempt + 1, read.refusal);
+          reads[k] = { refusal: read.refusal };
+          continue;
+        }
         if (read !== undefined) reason = read.malformed;
         still.push(k);
         const part = parts[indexes[k] as number] as Part;
@@ -393,27 +421,31 @@ export class Decider {
       observer.upstreamCall(elapsed, still.length > 0 ? "malformed" : "ok", lease.server);
       left = still;
     }
-    if (left.length > 0) throw malformedOutput(malformedRetries + 1, reason);
+    if (left.length > 0 && !run.partial) throw malformedOutput(malformedRetries + 1, reason);
+    // Where refusals may be given, a part with no evidence after the retries is refused, the others answered.
+    for (const k of left)
+      reads[k] = { refusal: `no readable answer after ${malformedRetries + 1} attempts: ${reason}` };
     return reads;
   }
 }
 
-/** Whether a request holds Jev 1.14's images or a box question, which only a native server can answer. */
-function usesImages(request: SystemOneRequest): boolean {
-  return Object.keys(request.assets ?? {}).length > 0 || Object.values(request.questions).some((q) => q.type === "box");
+/** Whether a task holds images or a box question, which only a native server can answer. */
+function usesImages(task: DecisionTask): boolean {
+  return Object.keys(task.assets ?? {}).length > 0 || task.questions.some((q) => q.kind === "box");
+}
+
+/** A cache key as the slot affinity names it: hashed, so that no client's key is held or logged in clear. */
+function keyHash(key: string): string {
+  return createHash("sha256").update(key).digest("hex").slice(0, 16);
 }
 
 /** The plan, if every split choice's leaders fit one final round (its chunks are at most a chunk's size). */
 function feasible(plan: Plan): Plan {
   const size = chunkSize(plan.limits);
   const over = plan.splitChoices.find((c) => c.chunks > size);
-  if (over !== undefined) throw tooFewOptions(size, over.question, Object.keys(choiceOf(plan, over.question)).length);
+  if (over !== undefined)
+    throw tooFewOptions(size, over.question, questionById(plan, over.question)?.options.length ?? 0);
   return plan;
-}
-
-function choiceOf(plan: Plan, question: string): Record<string, unknown> {
-  const q = plan.questions[question];
-  return q?.type === "choice" ? q.criteria : {};
 }
 
 function resultsOf(prompts: readonly PromptJobs[]): PartResult[] {

@@ -35,7 +35,8 @@ export function nativeReads(
     const signal = run.controller.signal;
     for (;;) {
       try {
-        const result = await lease.call(() => upstream.decide(call, { signal, slot: lease.slot }), parts.length);
+        const where = { signal, slot: lease.slot, ...(run.cacheKey === undefined ? {} : { cacheKey: run.cacheKey }) };
+        const result = await lease.call(() => upstream.decide(call, where), parts.length);
         countUsage(run, options.observer, result.usage);
         return parts.map((part) =>
           readNativeAnswer(

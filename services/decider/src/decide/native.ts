@@ -3,9 +3,10 @@ import type { Part } from "./plan";
 
 /**
  * What one part's call brought back, read: its distribution over the part's options (a box: its edges and
- * confidence, BOX_FIELDS), or why it is malformed.
+ * confidence, BOX_FIELDS), a refusal (the server declined this question: the model's answer, never retried), or
+ * why it is malformed.
  */
-export type Read = { distribution: number[] } | { malformed: string };
+export type Read = { distribution: number[] } | { refusal: string } | { malformed: string };
 
 /**
  * How far a native answer's probabilities may sum from 1. llama.cpp's own tests hold its answers to 1e-4
@@ -20,7 +21,11 @@ export function nativeQuestionOf(part: Part): NativeQuestion {
     key: part.question,
     type: part.kind,
     instructions: part.instructions,
-    options: part.options.map((o) => ({ label: o.label, description: o.description })),
+    options: part.options.map((o) =>
+      o.value === undefined
+        ? { label: o.label, description: o.description }
+        : { label: o.label, value: o.value, description: o.description },
+    ),
   };
 }
 
@@ -36,6 +41,8 @@ export function readNativeAnswer(part: Part, answer: unknown): Read {
   const name = JSON.stringify(part.question);
   if (answer === undefined) return { malformed: `the answers hold none for ${name}` };
   if (!isObject(answer)) return { malformed: `the answer for ${name} is not an object` };
+  // Any native adapter reports a question its server declined as `{ type: "refusal" }` (upstream/types.ts).
+  if (answer.type === "refusal") return { refusal: `the model server declined to answer ${name}` };
   if (answer.type !== part.kind) {
     return { malformed: `the answer for ${name} has type ${JSON.stringify(answer.type)}, not "${part.kind}"` };
   }

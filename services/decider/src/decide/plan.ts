@@ -1,5 +1,6 @@
-import type { Entry, Question } from "@localdecider/contracts/decider";
+import type { Entry } from "@localdecider/contracts/decider";
 import { argmax } from "./math";
+import type { QuestionKind, TaskOption, TaskQuestion } from "./task";
 
 /** An outcome code as the model writes it: a JSON boolean (noul), a digit (score) or one letter (choice). */
 export type OutcomeCode = boolean | number | string;
@@ -28,6 +29,8 @@ export interface PartOption {
   code: OutcomeCode;
   /** The label (choice), the level index as a string (score) or "true"/"false" (noul). */
   label: string;
+  /** A choice option's typed value, where the client gave one (TaskOption.value). */
+  value?: string | boolean;
   description: Entry | undefined;
 }
 
@@ -37,8 +40,9 @@ export interface PartOption {
  * distribution but the four edges of a box.
  */
 export interface Part {
+  /** The question's id (TaskQuestion.id). */
   question: string;
-  kind: Question["type"];
+  kind: QuestionKind;
   instructions: Entry | undefined;
   options: PartOption[];
   /** `chunk`: the `index`-th slice of a split choice's labels; `final`: the round among the chunks' leaders. */
@@ -70,44 +74,40 @@ export interface Limits {
  */
 export const MIN_OUTCOMES_PER_PART = 2;
 
-export function partsOf(name: string, question: Question, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
+export function partsOf(question: TaskQuestion, outcomesPerPart = MAX_OUTCOMES_PER_PART): Part[] {
   const size = checkedChunkSize(outcomesPerPart);
-  const instructions = question.instructions ?? undefined;
-  switch (question.type) {
+  const { id, kind, instructions } = question;
+  switch (kind) {
     case "noul":
       return [
         {
-          question: name,
-          kind: "noul",
+          question: id,
+          kind,
           instructions,
-          options: [
-            { code: true, label: "true", description: question.criteria?.true ?? undefined },
-            { code: false, label: "false", description: question.criteria?.false ?? undefined },
-          ],
+          options: question.options.map((o, i) => ({ code: i === 0, label: o.label, description: o.description })),
           round: { kind: "whole" },
         },
       ];
     case "score":
       return [
         {
-          question: name,
-          kind: "score",
+          question: id,
+          kind,
           instructions,
-          options: question.criteria.map((description, i) => ({ code: i, label: String(i), description })),
+          options: question.options.map((o, i) => ({ code: i, label: o.label, description: o.description })),
           round: { kind: "whole" },
         },
       ];
     case "box":
-      return [{ question: name, kind: "box", instructions, options: [], round: { kind: "whole" } }];
+      return [{ question: id, kind, instructions, options: [], round: { kind: "whole" } }];
     case "choice": {
-      const labels = Object.entries(question.criteria);
-      const chunks: [string, Entry][][] = [];
-      for (let i = 0; i < labels.length; i += size) {
-        chunks.push(labels.slice(i, i + size));
+      const chunks: TaskOption[][] = [];
+      for (let i = 0; i < question.options.length; i += size) {
+        chunks.push(question.options.slice(i, i + size));
       }
       return chunks.map((chunk, index) => ({
-        question: name,
-        kind: "choice",
+        question: id,
+        kind,
         instructions,
         options: choiceOptions(chunk),
         round: chunks.length === 1 ? { kind: "whole" } : { kind: "chunk", index, of: chunks.length },
@@ -116,9 +116,14 @@ export function partsOf(name: string, question: Question, outcomesPerPart = MAX_
   }
 }
 
-export function choiceOptions(labels: [string, Entry][]): PartOption[] {
-  const codes = choiceCodes(labels.length);
-  return labels.map(([label, description], i) => ({ code: codes[i] as string, label, description }));
+export function choiceOptions(options: readonly TaskOption[]): PartOption[] {
+  const codes = choiceCodes(options.length);
+  return options.map((o, i) => ({
+    code: codes[i] as string,
+    label: o.label,
+    ...(o.value === undefined ? {} : { value: o.value }),
+    description: o.description,
+  }));
 }
 
 /**
@@ -154,7 +159,8 @@ export function packPrompts<T extends { options: readonly unknown[]; question: s
  * number of parts of both rounds.
  */
 export interface Plan {
-  questions: Record<string, Question>;
+  /** The task's questions, in its order. */
+  questions: readonly TaskQuestion[];
   /** First round: every whole question and every chunk, grouped into prompts that share a prefix. */
   firstRound: Part[][];
   /** Split choices, in request order, with their number of chunks. */
@@ -164,8 +170,8 @@ export interface Plan {
   limits: Limits;
 }
 
-export function planRequest(questions: Record<string, Question>, limits: Limits): Plan {
-  const parts = Object.entries(questions).flatMap(([name, q]) => partsOf(name, q, chunkSize(limits)));
+export function planRequest(questions: readonly TaskQuestion[], limits: Limits): Plan {
+  const parts = questions.flatMap((q) => partsOf(q, chunkSize(limits)));
   const splitChoices = parts.flatMap((part) =>
     part.round.kind === "chunk" && part.round.index === 0 ? [{ question: part.question, chunks: part.round.of }] : [],
   );
@@ -183,20 +189,28 @@ export function planRequest(questions: Record<string, Question>, limits: Limits)
  * packed into prompts. `chunkDistributions` holds each split choice's chunk distributions in chunk order.
  */
 export function finalRound(plan: Plan, chunkDistributions: ReadonlyMap<string, number[][]>): Part[][] {
-  const finals = plan.splitChoices.map(({ question }): Part => {
-    const q = plan.questions[question] as Extract<Question, { type: "choice" }>;
-    const labels = Object.entries(q.criteria);
+  // A split choice with a chunk refused has no final round: the question is refused (answer.ts).
+  const finals = plan.splitChoices.flatMap(({ question, chunks: count }): Part[] => {
+    const q = questionById(plan, question);
     const chunks = chunkDistributions.get(question) ?? [];
-    const leaders = chunks.map((dist, c) => labels[c * chunkSize(plan.limits) + argmax(dist)] as [string, Entry]);
-    return {
-      question,
-      kind: "choice",
-      instructions: q.instructions ?? undefined,
-      options: choiceOptions(leaders),
-      round: { kind: "final" },
-    };
+    if (q === undefined || chunks.filter((c) => c !== undefined).length < count) return [];
+    const leaders = chunks.map((dist, c) => q.options[c * chunkSize(plan.limits) + argmax(dist)] as TaskOption);
+    return [
+      {
+        question,
+        kind: "choice",
+        instructions: q.instructions,
+        options: choiceOptions(leaders),
+        round: { kind: "final" },
+      },
+    ];
   });
   return packPrompts(finals, plan.limits);
+}
+
+/** The plan's question with this id. */
+export function questionById(plan: Plan, id: string): TaskQuestion | undefined {
+  return plan.questions.find((q) => q.id === id);
 }
 
 export function chunkSize(limits: Limits): number {

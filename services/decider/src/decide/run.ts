@@ -1,5 +1,5 @@
 import type { JsonValue } from "@localdecider/contracts";
-import type { SystemOneRequest } from "@localdecider/contracts/decider";
+import type { ImageAsset } from "@localdecider/contracts/decider";
 import type { Reservation } from "../limits/limiter";
 import type { DeciderObserver } from "../observer";
 import type { ProbeRequest, ProbeUsage } from "../upstream/types";
@@ -7,6 +7,7 @@ import type { PartResult } from "./answer";
 import type { Part, Plan } from "./plan";
 import { probeOf } from "./probe";
 import { promptOf, type ShownState } from "./prompt";
+import type { TaskUsage } from "./task";
 
 /** What one request's calls share: its plan, its reservation, its cancellation, its usage and its notes. */
 export interface RequestRun {
@@ -18,8 +19,10 @@ export interface RequestRun {
   state: JsonValue;
   /** The state as the chat probes show it: measured at admission, rendered once in the slot. */
   shown: ShownState;
-  /** Jev 1.14's images, passed to every native call of the request. */
-  assets: SystemOneRequest["assets"];
+  /** Images by name, passed to every native call of the request. */
+  assets: Readonly<Record<string, ImageAsset>> | undefined;
+  /** Whether a question may be refused while the others are answered (DecisionTask.partial). */
+  partial: boolean;
   /** Servers that cannot serve this request (they do not hold the decision model it names). */
   except: ReadonlySet<string>;
   /** When the request's deadline (LOCALDECIDER_TIMEOUT) passes, in performance.now() milliseconds. */
@@ -28,19 +31,22 @@ export interface RequestRun {
   controller: AbortController;
   /** Set when the request's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is a 504. */
   timedOut: boolean;
-  usage: { input_tokens: number; output_tokens: number };
+  usage: TaskUsage;
   /** Outcomes estimated from the bound because no reported alternative could begin them. */
   absent: { question: string; outcomes: string[] }[];
   /** Prefers the slot that last held this request's state (one about the same state reads it once). */
   affinity: string;
   /** Waits on a busy server's 429 so far (bounded by RETRY_AFTER_LIMITS.maxWaitsPerRequest). */
   busyWaits: number;
+  /** The client's cache key, hashed (DecisionTask.cacheKey): passed with every call (ProbeOptions.cacheKey). */
+  cacheKey: string | undefined;
 }
 
 /** The tokens a call reports, counted for the request's `usage` and the metrics. */
 export function countUsage(run: RequestRun, observer: DeciderObserver, usage: ProbeUsage): void {
-  run.usage.input_tokens += usage.input;
-  run.usage.output_tokens += usage.output;
+  run.usage.input += usage.input;
+  run.usage.output += usage.output;
+  run.usage.cached += usage.cached ?? 0;
   observer.tokens(usage.input, usage.output);
 }
 
@@ -50,14 +56,15 @@ export function countUsage(run: RequestRun, observer: DeciderObserver, usage: Pr
  * once every part is read.
  */
 export class PromptJobs {
-  readonly results: (number[] | undefined)[];
+  /** Each part's distribution once read, or its refusal (a part refused is not asked again). */
+  readonly results: (number[] | { refusal: string } | undefined)[];
   private probes: ProbeRequest[] | undefined;
 
   constructor(readonly parts: Part[]) {
     this.results = parts.map(() => undefined);
   }
 
-  /** The indexes of the parts not read yet. */
+  /** The indexes of the parts not read (nor refused) yet. */
   pending(): number[] {
     return this.parts.flatMap((_, i) => (this.results[i] === undefined ? [i] : []));
   }
@@ -77,6 +84,9 @@ export class PromptJobs {
   }
 
   partResults(): PartResult[] {
-    return this.parts.map((part, i) => ({ part, distribution: this.results[i] as number[] }));
+    return this.parts.map((part, i) => {
+      const result = this.results[i] as number[] | { refusal: string };
+      return Array.isArray(result) ? { part, distribution: result } : { part, refusal: result.refusal };
+    });
   }
 }

@@ -5,6 +5,7 @@ import type { Decider } from "../decide/decider";
 import type { UpstreamLimiter } from "../limits/limiter";
 import type { ModelGate } from "../upstream/model-gate";
 import type { ServerPool } from "../upstream/pool";
+import { decisions } from "./decisions";
 import { health, ready } from "./health";
 import { listModels } from "./models";
 import { systemOne } from "./systemone";
@@ -39,5 +40,6 @@ export function deciderHandlers(deps: RouteDeps): RouteHandlers<DeciderRoutes> {
       deps.gate,
     ),
     systemOne: systemOne(deps.decider, deps.upstreamAccepts),
+    decisions: decisions(deps.decider, deps.upstreamAccepts),
   };
 }

@@ -36,13 +36,13 @@ export function inputLimitIssue(body: unknown): ValidationIssue | undefined {
 }
 
 /**
- * How many questions a body holds (its `questions` object's keys; 0 when it has none or they are not an
- * object, which the schema then refuses). Counted on the raw body, before zod validates each of them.
+ * How many questions a body holds (its `questions` object's keys, System One; or its `questions` list's
+ * entries, Decisions; 0 when it has none or they are neither, which the schema then refuses). Counted on the
+ * raw body, before zod validates each of them.
  */
 export function questionCount(body: unknown): number {
   if (typeof body !== "object" || body === null || !Object.hasOwn(body, "questions")) return 0;
   const questions = (body as { questions: unknown }).questions;
-  return typeof questions === "object" && questions !== null && !Array.isArray(questions)
-    ? Object.keys(questions).length
-    : 0;
+  if (Array.isArray(questions)) return questions.length;
+  return typeof questions === "object" && questions !== null ? Object.keys(questions).length : 0;
 }

@@ -1,4 +1,10 @@
-import type { BackendInfo, DeciderRoutes, ModelsCalibration } from "@localdecider/contracts/decider";
+import type {
+  BackendInfo,
+  DeciderRoutes,
+  ModelCard,
+  ModelsCalibration,
+  OpenAIModel,
+} from "@localdecider/contracts/decider";
 import type { RouteHandler } from "@localdecider/service-kit";
 import { decisionModelCards, modelCards } from "../models";
 import type { ModelGate } from "../upstream/model-gate";
@@ -29,9 +35,11 @@ export function listModels(
       }),
     );
     const models = [...own, ...decisionModelCards(pool.decisionModels(), own)];
+    // The same models as OpenAI lists them, for the `openai` SDK's client.models.list().
+    const listed = { models, object: "list" as const, data: models.map(openAIModel) };
     const backend = describeBackend();
     if (backend.kind !== "server" || keyHolder(req.get("authorization"))) {
-      return { status: 200, body: { models, backend, calibration } };
+      return { status: 200, body: { ...listed, backend, calibration } };
     }
     const states = pool.states();
     const labelOf = (id: string) => states.find((s) => s.id === id)?.label ?? id;
@@ -42,6 +50,12 @@ export function listModels(
         ? {}
         : { servers: backend.servers.map((s) => ({ ...s, server: labelOf(s.server) })) }),
     };
-    return { status: 200, body: { models, backend: shown, calibration } };
+    return { status: 200, body: { ...listed, backend: shown, calibration } };
   };
+}
+
+/** A model card as OpenAI's model object: created at its release date (UTC midnight), owned by localdecider. */
+function openAIModel(card: ModelCard): OpenAIModel {
+  const created = Math.floor(Date.parse(`${card.release_date}T00:00:00Z`) / 1000);
+  return { id: card.name, object: "model", created: Number.isFinite(created) ? created : 0, owned_by: "localdecider" };
 }

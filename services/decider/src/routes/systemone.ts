@@ -4,6 +4,7 @@ import type { UpstreamAccepts } from "../backend";
 import type { Decider } from "../decide/decider";
 import { whileClientWaits } from "./client-signal";
 import { admitImages } from "./images";
+import { systemOneResponse, systemOneTask } from "./systemone-dialect";
 
 /**
  * HTTP only: the body arrives checked against SystemOneRequest (and LOCALDECIDER_MAX_QUESTIONS and INPUT_LIMITS
@@ -17,6 +18,7 @@ export function systemOne(
 ): RouteHandler<DeciderRoutes["systemOne"]> {
   return async ({ body, req, res }) => {
     admitImages(body, req.get(IMAGES_HEADER), upstreamAccepts());
-    return { status: 200, body: await whileClientWaits(res, (signal) => decider.answer(body, signal)) };
+    const result = await whileClientWaits(res, (signal) => decider.run(systemOneTask(body), signal));
+    return { status: 200, body: systemOneResponse(body, result) };
   };
 }

@@ -223,7 +223,8 @@ function resultOf(call: NativeCall, text: string): NativeResult {
   return {
     answers: mapped,
     usage: {
-      input: count(usage.input_tokens),
+      // OpenAI's input_tokens include the cached ones; ProbeUsage counts them apart (`cached`), as the chat path does.
+      input: Math.max(0, count(usage.input_tokens) - cached),
       output: count(usage.output_tokens),
       ...(cached > 0 ? { cached } : {}),
     },

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Logger } from "@localdecider/service-kit";
 import { leavesRotation } from "./failure";
 import type { Readiness, ReadinessProbe } from "./readiness";
@@ -112,6 +113,28 @@ export class ServerPool implements ReadinessProbe {
       if (l < bestLoad) {
         best = server;
         bestLoad = l;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * The server for a request with a client's cache key (Decisions' `prompt_cache_key`): every request with the
+   * same key goes to the same server while the servers in rotation stay the same, whatever their load, so
+   * that its prompt cache holds what the key's requests share. Rendezvous hashing: a server leaving rotation
+   * moves only the keys that were on it.
+   */
+  chooseFor(key: string, except: ReadonlySet<string> = new Set()): PoolServer | undefined {
+    const open = this.servers.filter((s) => !except.has(s.id));
+    const inRotation = open.filter((s) => !this.out.has(s.id));
+    const candidates = inRotation.length > 0 ? inRotation : open;
+    let best: PoolServer | undefined;
+    let bestWeight = "";
+    for (const server of candidates) {
+      const weight = createHash("sha256").update(server.id).update("\0").update(key).digest("hex");
+      if (best === undefined || weight > bestWeight) {
+        best = server;
+        bestWeight = weight;
       }
     }
     return best;

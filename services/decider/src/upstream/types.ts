@@ -48,13 +48,18 @@ export interface ProbeOptions {
   signal: AbortSignal;
   /** The slot's number, to keep every call of a request on one slot; undefined: the server chooses. */
   slot: number | undefined;
+  /**
+   * The client's cache key (Decisions' `prompt_cache_key`), hashed: calls with the same key share what a
+   * backend caches for them (the slot they run in is already chosen by it); absent without one.
+   */
+  cacheKey?: string;
 }
 
 /** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
 export interface ProbeUsage {
   input: number;
   output: number;
-  /** Of `input`, the tokens the server read from its prompt cache, when it says (OpenAI's `cached_tokens`). */
+  /** Prompt tokens the server reported taking from its cache (not counted in `input`); absent: none reported. */
   cached?: number;
 }
 
@@ -121,10 +126,10 @@ export interface NativeQuestion {
   instructions: Entry | undefined;
   /**
    * choice: the labels shown, in order; score: the levels ("0".."N-1"); noul: "true" and "false"; box: none.
-   * `value`: a choice option's typed value where the client's dialect has one (OpenAI's Decisions: `"true"` and
-   * `true` are two values); a Decisions server is sent `value ?? label` and answers are mapped back by it.
+   * `value`: a choice option's typed value where the client gave one (a Decisions server is sent `value ??
+   * label`); the answer is still keyed by `label`.
    */
-  options: readonly { label: string; description: Entry | undefined; value?: string | boolean }[];
+  options: readonly { label: string; value?: string | boolean; description: Entry | undefined }[];
 }
 
 /** One `POST /v1/systemone` call: one prompt of the plan, at most QUESTIONS_PER_CALL questions. */
@@ -140,7 +145,10 @@ export interface NativeCall {
 
 /** What a native call brought back: each answer as the server sent it (checked by decide/), and the usage. */
 export interface NativeResult {
-  /** By question key. Unknown to the decider until checked against its call; never passed on as is. */
+  /**
+   * By question key. Unknown to the decider until checked against its call; never passed on as is. A question
+   * the server declined is `{ type: "refusal" }`.
+   */
   answers: Readonly<Record<string, unknown>>;
   usage: ProbeUsage;
 }

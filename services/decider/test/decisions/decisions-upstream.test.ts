@@ -154,18 +154,30 @@ describe("a Decisions server upstream", () => {
     expect(JSON.stringify(ready.body)).toContain("HTTP 501");
   });
 
-  it("a question the server declines comes back as a refusal (read today as a malformed answer, after retries)", async () => {
+  it("a question the server declines is a refusal: never retried; /v1/systemone answers its 502, /v1/decisions passes the refusal on", async () => {
     h = await harness(new FakeDecisions({ mode: "openai" }), { protocol: "decisions" });
     h.fake.refusals.add("b");
     const res = await post({ a: { type: "noul", instructions: "Is it?" }, b: { type: "noul", instructions: "And?" } });
     expect(res.status).toBe(DECIDER_ERROR_STATUS.upstream_malformed);
     expect(res.body.code).toBe("upstream_malformed");
-    // The first call and two retries of the declined question alone.
+    // A refusal is the server's answer, not a malformed one: asked once.
     expect(h.fake.requests.map((r) => (r.questions as { name: string }[]).map((q) => q.name))).toStrictEqual([
       ["a", "b"],
-      ["b"],
-      ["b"],
     ]);
+    const decisions = await request(h.app)
+      .post("/v1/decisions")
+      .send({
+        model: "localdecider",
+        input: "A ticket.",
+        questions: [
+          { type: "predicate", name: "a", instructions: "Is it?" },
+          { type: "predicate", name: "b", instructions: "And?" },
+        ],
+      });
+    expect(decisions.status).toBe(200);
+    expect(decisions.body.answers[0]).toMatchObject({ type: "predicate", name: "a" });
+    expect(decisions.body.answers[1]).toStrictEqual({ type: "refusal", name: "b" });
+    expect(h.fake.requests).toHaveLength(2);
   });
 
   it.each(["decisions", "auto"] as const)(

@@ -1,17 +1,22 @@
-import type { TextQuestion } from "@localdecider/contracts/decider";
-import { planRequest } from "../../src/decide/plan";
+import type { Question as SystemOneQuestion, TextQuestion } from "@localdecider/contracts/decider";
+import { type Limits, planRequest as planTask } from "../../src/decide/plan";
 import { probeOf } from "../../src/decide/probe";
 import { promptOf, stateBlock } from "../../src/decide/prompt";
 import { ContextOverflowError } from "../../src/engine/evaluate";
 import { LlamaEngine } from "../../src/engine/llama-engine";
 import { importNodeLlamaCpp, type NodeLlamaCpp } from "../../src/engine/node-llama-cpp";
 import { PIECE_CHARS, PromptTokenizer, type TokenizeOptions } from "../../src/engine/prompt-tokens";
+import { systemOneQuestions } from "../../src/routes/systemone-dialect";
 import type { ChatMessage, ProbeRequest } from "../../src/upstream/types";
 import { ANSWER_MODEL } from "../engine/answer-model";
 import { openEngine, type TinyEngine } from "../engine/engine";
 import { renderChatML } from "../engine/engine-upstream";
 import { chooser, QUESTIONS, STATE } from "../engine/expectations";
 import { THINKING_TEMPLATE, tinyModelPath } from "../engine/tiny-model";
+
+/** The plan of System One questions, through the edge's translation into the internal form. */
+const planRequest = (questions: Record<string, SystemOneQuestion>, limits: Limits) =>
+  planTask(systemOneQuestions(questions), limits);
 
 /**
  * The embedded engine's prompt tokenization (a prompt's shared part once, each probe's own part with each

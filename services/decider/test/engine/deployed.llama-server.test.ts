@@ -1,16 +1,21 @@
-import type { TextQuestion } from "@localdecider/contracts/decider";
+import type { Question as SystemOneQuestion, TextQuestion } from "@localdecider/contracts/decider";
 import { loadConfig } from "@localdecider/service-kit";
 import request from "supertest";
 import { createBackend } from "../../src/backend";
 import { configSchema } from "../../src/config";
-import { partsOf } from "../../src/decide/plan";
+import { partsOf as taskParts } from "../../src/decide/plan";
 import { renderPrompt } from "../../src/decide/prompt";
+import { systemOneQuestion } from "../../src/routes/systemone-dialect";
 import { capturingLogger, deciderFor, deciderOver, type HarnessOptions, waitFor } from "../helpers";
 import { ANSWER_MODEL } from "./answer-model";
 import { llamaServerBackend, type ProcessBackend } from "./backends";
 import { openEngine, type TinyEngine } from "./engine";
 import { expected, probedName, QUESTIONS, RecordingUpstream, STATE } from "./expectations";
 import { THINKING_TEMPLATE, type TinyModelOptions, tinyModelPath } from "./tiny-model";
+
+/** The parts of one System One question, through the edge's translation into the internal form. */
+const partsOf = (name: string, question: SystemOneQuestion, size?: number) =>
+  taskParts(systemOneQuestion(name, question), size);
 
 const literally = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 

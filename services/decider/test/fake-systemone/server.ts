@@ -52,7 +52,12 @@ export type SystemOneFault =
   /** A 200 whose body is not JSON. */
   | "notJson"
   /** A 200 of `hugeBytes` bytes, streamed (an answer no decision needs: the decider must stop reading it). */
-  | "huge";
+  | "huge"
+  /**
+   * A 200 whose first answer is `{type: "refusal"}`: how every native adapter reports a question its server
+   * declined (a Decisions server's refusal, mapped by its adapter; upstream/types.ts NativeResult).
+   */
+  | "refusal";
 
 /** One question as the fake read it from a call. */
 export interface AskedNativeQuestion {
@@ -491,6 +496,7 @@ export class FakeSystemOne {
   ): unknown {
     const extra = this.extraFields ? { explanation: "the model's own words", logprobs: [-0.1] } : {};
     if (fault === "wrongType") return { type: q.type === "noul" ? "score" : "noul", noul: 0.5 };
+    if (fault === "refusal") return { type: "refusal" };
     if (q.type === "noul") {
       const p = probabilities.true as number;
       // [VLLM] a noul answer also carries its two probabilities and a confidence.
