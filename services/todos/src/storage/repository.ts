@@ -17,11 +17,18 @@ export interface TodoPatch {
   completed?: boolean | undefined;
 }
 
-/** An item's place in the list's order (creation time, then id): where a window after it starts. */
-export interface ListPosition {
-  createdAt: Date;
-  id: string;
+/** A listed item: the record, and its place in the list's order (see ListPosition). */
+export interface ListedTodo extends TodoRecord {
+  /** The item's number in the list's order, as decimal text (a Postgres bigint; can pass 2^53). */
+  seq: string;
 }
+
+/**
+ * Where a window after an item starts: after the item numbered `seq` (the cursor the service hands out),
+ * or, for a cursor handed out before the list was ordered by seq, after the item of that creation time and
+ * id (where it stood in the old (createdAt, id) order: see prisma-repository.ts).
+ */
+export type ListPosition = { seq: string } | { createdAt: Date; id: string };
 
 /** A window of the ordered list: at most `limit` items, skipping `offset` items or starting `after` an item. */
 export interface Page {
@@ -45,10 +52,11 @@ export type QueryObserver = (operation: string, durationMs: number, ok: boolean)
 export interface TodoRepository {
   readonly kind: StorageKind;
   /**
-   * The user's items ordered by creation time, id as tie-break; all of them unless a page is given. A page
-   * `after` an item is a seek in the list's index, however far into the list it starts.
+   * The user's items in the list's order, the order their creates committed in (ListedTodo.seq); all of
+   * them unless a page is given. A page `after` an item is a seek in the list's index, however far into the
+   * list it starts.
    */
-  list(userId: string, page?: Page): Promise<TodoRecord[]>;
+  list(userId: string, page?: Page): Promise<ListedTodo[]>;
   /**
    * The new item, or undefined when the user already holds `maxItems` items (or more): nothing is written
    * then. Decided in the database under a per-user lock, so concurrent creates never exceed `maxItems`.
