@@ -155,7 +155,7 @@ describe.each(STORAGE_MODES)("list windows on $name", (mode) => {
     const all = await t.repository.list(user);
     const second = all[1] as (typeof all)[0];
     const res = await request(t.app)
-      .get(`/users/${user}/todos?after=${second.createdAt.getTime()}_${second.id}`)
+      .get(`/users/${user}/todos?after=${Date.parse(second.createdAt)}_${second.id}`)
       .expect(200);
     expect(res.body.todoItems.map((i: Item) => i.id)).toStrictEqual(all.slice(2).map((r) => r.id));
     expect(res.headers["list-cursor"]).toBe(all[3]?.seq);

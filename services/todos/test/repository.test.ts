@@ -181,8 +181,9 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
     const all = await repository.list(user);
     // In the order the creates committed in (one after the other here), with times that never run against it.
     expect(records(all)).toStrictEqual([first, second, third]);
-    expect(all.map((r) => r.createdAt.getTime())).toStrictEqual([...all.map((r) => r.createdAt.getTime())].sort());
-    expect(all[0]?.createdAt).toBeInstanceOf(Date);
+    expect(all.map((r) => r.createdAt)).toStrictEqual([...all.map((r) => r.createdAt)].sort());
+    // The list gives its times as the API writes them (ISO 8601, milliseconds, Z), as text.
+    expect(all[0]?.createdAt).toBe(first.createdAt.toISOString());
     expect(await repository.list(user, { limit: 2, offset: 1 })).toStrictEqual(all.slice(1, 3));
     expect(await repository.list(user, { limit: 1, offset: 3 })).toStrictEqual([]);
     // After an item: from the next one on, by its number, whatever the item's own fate.
@@ -194,10 +195,10 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
     expect(await listAfter({ seq: c.seq }, 5)).toStrictEqual([]);
     expect(await listAfter({ seq: "0" }, 5)).toStrictEqual(all);
     // A cursor of the old form (time, id), handed out before the upgrade: after the item it names...
-    expect(await listAfter({ createdAt: a.createdAt, id: a.id }, 5)).toStrictEqual([b, c]);
+    expect(await listAfter({ createdAt: new Date(a.createdAt), id: a.id }, 5)).toStrictEqual([b, c]);
     // ...and, once that item is gone, after the last item at or before its place in the old (createdAt, id) order.
     await repository.delete(user, b.id);
-    expect(await listAfter({ createdAt: b.createdAt, id: b.id }, 5)).toStrictEqual([c]);
+    expect(await listAfter({ createdAt: new Date(b.createdAt), id: b.id }, 5)).toStrictEqual([c]);
     expect(await listAfter({ createdAt: new Date(0), id: "00000000-0000-4000-8000-000000000000" }, 5)).toStrictEqual([
       a,
       c,
@@ -277,9 +278,13 @@ async function mustCreate(repository: TodoRepository, userId: string, todo: NewT
   return created;
 }
 
-/** Listed items as the records create and get return: without their place in the list's order. */
+/** Listed items as the records create and get return: Date times, without their place in the list's order. */
 function records(listed: ListedTodo[]): TodoRecord[] {
-  return listed.map(({ seq: _seq, ...record }) => record);
+  return listed.map(({ seq: _seq, createdAt, updatedAt, ...rest }) => ({
+    ...rest,
+    createdAt: new Date(createdAt),
+    updatedAt: new Date(updatedAt),
+  }));
 }
 
 describe("PrismaTodoRepository creates", () => {
@@ -336,7 +341,7 @@ describe("PrismaTodoRepository list rows", () => {
   }
   const id = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
-  it("when the adapter returns timestamps as Postgres writes them (any fraction), gives exact Dates", async () => {
+  it("when the adapter returns timestamps as Postgres writes them (any fraction), gives the API's exact text", async () => {
     expect(
       await listing([id, "t", true, "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00.12+00:00", "9007199254740993"]),
     ).toStrictEqual([
@@ -344,11 +349,29 @@ describe("PrismaTodoRepository list rows", () => {
         id,
         title: "t",
         completed: true,
-        createdAt: new Date("2026-11-24T10:00:00.000Z"),
-        updatedAt: new Date("2026-11-24T10:00:00.120Z"),
+        createdAt: "2026-11-24T10:00:00.000Z",
+        updatedAt: "2026-11-24T10:00:00.120Z",
         seq: "9007199254740993",
       },
     ]);
+  });
+
+  // The text is rewritten, not parsed into a Date: it must say what a Date's toISOString says, in every form.
+  it.each([
+    "2026-11-24T10:00:00+00:00",
+    "2026-11-24T10:00:00.1+00:00",
+    "2026-11-24T10:00:00.12+00:00",
+    "2026-11-24T10:00:00.123+00:00",
+    "2026-11-24T10:00:00.123456+00:00",
+    "0001-01-01T00:00:00.999+00:00",
+    "9999-12-31T23:59:59.999+00:00",
+    "2024-02-29T23:59:59.5+00:00",
+    // Not the adapters' form: through a Date, as before.
+    "2026-11-24T10:00:00.5+02:00",
+    "2026-11-24T10:00:00Z",
+  ])("when the adapter returns %s, gives what Date's toISOString gives", async (time) => {
+    const [listed] = await listing([id, "t", true, time, time, "1"]);
+    expect([listed?.createdAt, listed?.updatedAt]).toStrictEqual(Array(2).fill(new Date(time).toISOString()));
   });
 
   it.each([

@@ -9,7 +9,6 @@ import {
 import { AppError } from "@localdecider/service-kit";
 import { DEFAULT_LIST_MAX_ITEMS } from "../config";
 import type { ListedTodo, ListPosition, Page } from "../storage/repository";
-import { toItem } from "./todo-item";
 
 /**
  * How much one list answer holds when the client does not page it itself (no `limit`/`page`): at most
@@ -72,6 +71,17 @@ export function pageOf(query: TodoListQuery, limits: ListLimits): Page {
   return { limit: size + 1, offset: ((page ?? 1) - 1) * size };
 }
 
+/** A listed item as the API shows it: its place in the order (seq) stays out; its cursor carries it. */
+function itemOf(listed: ListedTodo): TodoItem {
+  return {
+    id: listed.id,
+    title: listed.title,
+    completed: listed.completed,
+    createdAt: listed.createdAt,
+    updatedAt: listed.updatedAt,
+  };
+}
+
 /** An upper bound of `item`'s bytes as JSON: 6 per UTF-16 unit of the title (`\u0001`), 200 for the rest. */
 function boundOf(item: { title: string }): number {
   return 200 + 6 * item.title.length;
@@ -85,7 +95,7 @@ function fitting(records: ListedTodo[], maxBytes: number): number {
   if (bound <= maxBytes) return records.length;
   let bytes = 0;
   for (let i = 0; i < records.length; i++) {
-    bytes += Buffer.byteLength(JSON.stringify(toItem(records[i] as ListedTodo))) + 1;
+    bytes += Buffer.byteLength(JSON.stringify(itemOf(records[i] as ListedTodo))) + 1;
     if (bytes > maxBytes) return Math.max(i, 1);
   }
   return records.length;
@@ -118,7 +128,7 @@ export function listAnswer(fetched: ListedTodo[], query: TodoListQuery, limits: 
     kept = kept.slice(0, fit);
     more = true;
   }
-  const items = kept.map(toItem);
+  const items = kept.map(itemOf);
   const last = kept[kept.length - 1];
   if (last === undefined) {
     if (query.after !== undefined) return { items, cursor: query.after };

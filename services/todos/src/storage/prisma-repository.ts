@@ -83,11 +83,38 @@ function toRecord(row: unknown[]): TodoRecord {
   return { id, title, completed, createdAt: created, updatedAt: updated };
 }
 
-/** One row of LIST_SQL: toRecord's columns, then "seq" as decimal text. */
+/** The form both adapters give a timestamp(3) in (see toRecord): its text up to the seconds, and the fraction. */
+const ADAPTER_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,6}))?\+00:00$/;
+
+/**
+ * A timestamp as the adapters return it, as the API writes it (Date's toISOString: milliseconds, `Z`), by
+ * rewriting the text instead of making a Date and printing it (~0.1 µs instead of ~2 µs: see ListedTodo).
+ * Any other form (a year past 9999, say) goes through a Date as before; text that is no time is refused.
+ */
+function isoTime(value: unknown): string | undefined {
+  if (typeof value !== "string") return undefined;
+  const match = ADAPTER_TIME.exec(value);
+  if (match !== null) return `${match[1]}.${`${match[2] ?? ""}000`.slice(0, 3)}Z`;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? undefined : date.toISOString();
+}
+
+/** One row of LIST_SQL: the item as the API shows it (toRecord's columns, times as text), then "seq" as text. */
 function toListed(row: unknown[]): ListedTodo {
-  const seq = row[5];
-  if (typeof seq !== "string") throw new Error("the driver adapter returned a todo row of unexpected types");
-  return { ...toRecord(row), seq };
+  const [id, title, completed, createdAt, updatedAt, seq] = row;
+  const created = isoTime(createdAt);
+  const updated = isoTime(updatedAt);
+  if (
+    typeof id !== "string" ||
+    typeof title !== "string" ||
+    typeof completed !== "boolean" ||
+    created === undefined ||
+    updated === undefined ||
+    typeof seq !== "string"
+  ) {
+    throw new Error("the driver adapter returned a todo row of unexpected types");
+  }
+  return { id, title, completed, createdAt: created, updatedAt: updated, seq };
 }
 
 export interface PrismaTodoRepositoryOptions {
