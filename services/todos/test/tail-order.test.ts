@@ -204,3 +204,55 @@ async function until(check: () => Promise<boolean>): Promise<void> {
   }
   throw new Error("the condition never held");
 }
+
+describe("a replica still running the previous version during a rolling upgrade, on postgres", () => {
+  // The create statement of the version before seq (it names no "seq" column, so the column's default
+  // numbers the row). The default is evaluated as the row is produced, after the CTE took the user's lock, so
+  // its creates are numbered in commit order too.
+  const PREVIOUS_CREATE = `WITH "slot" AS (
+      INSERT INTO "public"."TodoListSize" AS "size" ("userId", "items") VALUES ($1::text, 0)
+      ON CONFLICT ("userId") DO UPDATE SET "items" = "size"."items" WHERE "size"."items" < $2::int
+      RETURNING 1
+    )
+    INSERT INTO "public"."TodoItem" ("id", "userId", "title", "completed", "createdAt", "updatedAt")
+    SELECT gen_random_uuid(), $1::text, 'previous', false, now(), now() FROM "slot"
+    RETURNING "seq"::text AS "seq"`;
+  let location: Awaited<ReturnType<typeof postgresMode.locate>>;
+  let app: TestApp;
+  beforeAll(async () => {
+    location = await postgresMode.locate();
+    app = await buildApp(location.options);
+  });
+  afterAll(async () => {
+    await app?.repository.close();
+    await location?.dispose();
+  });
+
+  it("when its create waits for the user's lock, it is numbered after every number taken meanwhile", async () => {
+    const user = `rolling-${randomUUID()}`;
+    const url = location.options.databaseUrl as string;
+    await request(app.app).post(`/users/${user}/todos`).send({ title: "first" }).expect(201);
+    const holder = new pg.Client({ connectionString: url });
+    const previous = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await previous.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM "TodoListSize" WHERE "userId" = $1 FOR UPDATE`, [user]);
+      const waiting = previous.query<{ seq: string }>(PREVIOUS_CREATE, [user, 1000]);
+      await until(async () => (await waitingOnLocks(url)) >= 1);
+      // Other users' creates take numbers while it waits.
+      for (let i = 0; i < 3; i++) {
+        await request(app.app).post(`/users/other-${randomUUID()}/todos`).send({ title: "meanwhile" }).expect(201);
+      }
+      const taken = await queryDatabase<{ seq: string }>(url, `SELECT max("seq")::text AS "seq" FROM "TodoItem"`);
+      await holder.query("COMMIT");
+      const { rows } = await waiting;
+      expect(BigInt(rows[0]?.seq ?? "0")).toBeGreaterThan(BigInt(taken[0]?.seq ?? "0"));
+      expect((await app.repository.list(user)).map((r) => r.title)).toStrictEqual(["first", "previous"]);
+    } finally {
+      await holder.end();
+      await previous.end();
+    }
+  });
+});

@@ -103,7 +103,8 @@ const BRACKETED_PARAMETER = /^(limit|page|after)\[/;
 
 /**
  * `GET` list query: `limit` 1–100 and `page` 1–1,000,000, both optional; or `after`, a cursor from a
- * `Link: <…>; rel="next"`, with an optional `limit`. Other parameters are ignored. `limit` alone is page 1;
+ * `Link: <…>; rel="next"` or a `List-Cursor` header, with an optional `limit`. Other parameters are ignored,
+ * but not the bracketed forms of these three (BRACKETED_PARAMETER). `limit` alone is page 1;
  * `page` alone uses the largest limit (100). Without `limit` and `page` a window of the list is answered
  * (TODOS_LIST_MAX_ITEMS items, TODOS_LIST_MAX_BYTES of JSON), with a `Link` to the rest when there is more.
  */
