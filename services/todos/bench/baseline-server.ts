@@ -11,8 +11,9 @@ import express from "express";
 import pg from "pg";
 import { POOL_SETTINGS } from "../src/storage/open-storage";
 
+// The list in the service's order (seq: docs/todos-paging.md), served by the same (userId, seq) index.
 const LIST_SQL = `SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "public"."TodoItem"
-  WHERE "userId" = $1 ORDER BY "createdAt" ASC, "id" ASC`;
+  WHERE "userId" = $1 ORDER BY "seq" ASC`;
 const CREATE_SQL = `INSERT INTO "public"."TodoItem" ("id", "userId", "title", "completed", "createdAt", "updatedAt")
   VALUES ($1, $2, $3, $4, $5, $6) RETURNING "id", "title", "completed", "createdAt", "updatedAt"`;
 

@@ -20,13 +20,14 @@ function nextOf(link: string | undefined): string | undefined {
 
 /** Follows every next link from `first`, at most `most` answers: the pages, each with its items and link. */
 async function walk(app: Express, first: string, most = 20) {
-  const pages: { url: string; items: Item[]; bytes: number; next: string | undefined }[] = [];
+  const pages: { url: string; items: Item[]; bytes: number; next: string | undefined; cursor: string | undefined }[] =
+    [];
   for (let url: string | undefined = first; url !== undefined; ) {
     if (pages.length === most) throw new Error(`still more after ${most} answers`);
     const res = await request(app).get(url).expect(200);
     const items = (Array.isArray(res.body) ? res.body : res.body.todoItems) as Item[];
     const next = nextOf(res.headers.link);
-    pages.push({ url, items, bytes: Buffer.byteLength(res.text), next });
+    pages.push({ url, items, bytes: Buffer.byteLength(res.text), next, cursor: res.headers["list-cursor"] });
     url = next;
   }
   return pages;
@@ -56,8 +57,9 @@ describe.each(STORAGE_MODES)("list windows on $name", (mode) => {
     for (const route of [`/users/${user}/todos`, `/v1/user/${user}/todos`]) {
       const pages = await walk(t.app, route);
       expect(pages.map((p) => p.items.length)).toStrictEqual([1_000, 1]);
-      const last = pages[0]?.items[999] as Item;
-      expect(pages[0]?.next).toBe(`${route}?after=${Date.parse(last.createdAt)}_${last.id}`);
+      // The cursor is the last item's number in the list's order; the last page has one too.
+      expect(pages.map((p) => p.cursor)).toStrictEqual([expect.stringMatching(/^[1-9][0-9]*$/), expect.any(String)]);
+      expect(pages[0]?.next).toBe(`${route}?after=${pages[0]?.cursor}`);
       expect(pages.flatMap((p) => p.items.map((i) => i.id))).toStrictEqual(all);
     }
   });
@@ -95,9 +97,9 @@ describe.each(STORAGE_MODES)("list windows on $name", (mode) => {
     const all = await stored(user);
     const first = await request(t.app).get(`/users/${user}/todos?limit=1`).expect(200);
     const item = first.body.todoItems[0] as Item;
-    const pages = await walk(t.app, `/users/${user}/todos?after=${Date.parse(item.createdAt)}_${item.id}&limit=3`);
+    const pages = await walk(t.app, `/users/${user}/todos?after=${first.headers["list-cursor"]}&limit=3`);
     expect(pages.map((p) => p.items.length)).toStrictEqual([3, 1]);
-    expect(pages[0]?.next).toMatch(new RegExp(`^/users/${user}/todos\\?after=[0-9]+_[0-9a-f-]{36}&limit=3$`));
+    expect(pages[0]?.next).toMatch(new RegExp(`^/users/${user}/todos\\?after=[0-9]+&limit=3$`));
     expect([item.id, ...pages.flatMap((p) => p.items.map((i) => i.id))]).toStrictEqual(all);
   });
 
@@ -116,23 +118,82 @@ describe.each(STORAGE_MODES)("list windows on $name", (mode) => {
     expect(rest.flatMap((p) => p.items.map((i) => i.id))).toStrictEqual(after);
   });
 
+  it("gives the last page a List-Cursor too: asked later with it, the list answers only what was created since", async () => {
+    const user = newUser();
+    for (const route of [`/users/${user}/todos`, `/v1/user/${user}/todos`]) {
+      const empty = await request(t.app).get(route).expect(200);
+      // An empty list: everything created later comes after 0.
+      expect([empty.headers["list-cursor"], empty.headers.link]).toStrictEqual(["0", undefined]);
+    }
+    await seed(t.repository, user, 3, (i) => `old ${i}`);
+    for (const route of [`/users/${user}/todos`, `/v1/user/${user}/todos`]) {
+      const last = await request(t.app).get(`${route}?limit=2&page=2`).expect(200);
+      expect(last.headers.link).toBeUndefined();
+      const cursor = last.headers["list-cursor"] as string;
+      expect(cursor).toMatch(/^[1-9][0-9]*$/);
+      // Nothing new yet: an empty answer that hands the same cursor back.
+      const none = await request(t.app).get(`${route}?after=${cursor}`).expect(200);
+      expect([Array.isArray(none.body) ? none.body : none.body.todoItems, none.headers["list-cursor"]]).toStrictEqual([
+        [],
+        cursor,
+      ]);
+    }
+    await seed(t.repository, user, 2, (i) => `new ${i}`);
+    const all = await stored(user);
+    const end = await request(t.app).get(`/users/${user}/todos?limit=3`).expect(200);
+    const since = await walk(t.app, `/v1/user/${user}/todos?after=${end.headers["list-cursor"]}`);
+    expect(since.flatMap((p) => p.items.map((i) => i.id))).toStrictEqual(all.slice(3));
+    expect(since.map((p) => p.cursor)).toStrictEqual([(await t.repository.list(user)).at(-1)?.seq]);
+    // An empty page past the end of offset pages has no place in the list: no cursor.
+    const past = await request(t.app).get(`/users/${user}/todos?limit=5&page=9`).expect(200);
+    expect([past.body.todoItems, past.headers["list-cursor"]]).toStrictEqual([[], undefined]);
+  });
+
+  it("still takes a cursor of the old form (<ms>_<id>, handed out before the order changed) and continues after its item", async () => {
+    const user = newUser();
+    await seed(t.repository, user, 4, (i) => `${i}`);
+    const all = await t.repository.list(user);
+    const second = all[1] as (typeof all)[0];
+    const res = await request(t.app)
+      .get(`/users/${user}/todos?after=${Date.parse(second.createdAt)}_${second.id}`)
+      .expect(200);
+    expect(res.body.todoItems.map((i: Item) => i.id)).toStrictEqual(all.slice(2).map((r) => r.id));
+    expect(res.headers["list-cursor"]).toBe(all[3]?.seq);
+  });
+
+  const BAD_CURSOR = "must be a cursor copied from a list answer (its Link or List-Cursor header)";
   it.each([
-    ["after=abc", "after", 'must be a cursor copied from a Link: <…>; rel="next" header'],
-    ["after=1_not-a-uuid", "after", 'must be a cursor copied from a Link: <…>; rel="next" header'],
+    ["after=abc", "after", BAD_CURSOR],
+    ["after=1_not-a-uuid", "after", BAD_CURSOR],
+    ["after=-1", "after", BAD_CURSOR],
+    ["after=1.5", "after", BAD_CURSOR],
     // The pattern's largest time, far past what a timestamp holds: refused, never sent to SQL.
-    [
-      `after=999999999999999_${"0".repeat(8)}-0000-4000-8000-${"0".repeat(12)}`,
-      "after",
-      'must be a cursor copied from a Link: <…>; rel="next" header',
-    ],
+    [`after=999999999999999_${"0".repeat(8)}-0000-4000-8000-${"0".repeat(12)}`, "after", BAD_CURSOR],
+    // One past the largest bigint: refused, never sent to SQL.
+    ["after=9223372036854775808", "after", BAD_CURSOR],
+    ["after=12345678901234567890", "after", BAD_CURSOR],
     [
       `after=1_${"0".repeat(8)}-0000-4000-8000-${"0".repeat(12)}&page=2`,
       "page",
       "must not be given with after (a cursor already says where the list continues)",
     ],
+    ["after=3&page=2", "page", "must not be given with after (a cursor already says where the list continues)"],
     ["after=a&after=b", "after", "must be given once"],
+    // Bracketed forms: a query parser that reads brackets makes them the parameter; never ignored.
+    ["after[]=5", "after", "must be given once, as after=… (not after[]=…)"],
+    ["after[0]=5", "after", "must be given once, as after=… (not after[0]=…)"],
+    ["limit[]=1", "limit", "must be given once, as limit=… (not limit[]=…)"],
+    ["page[x]=2", "page", "must be given once, as page=… (not page[x]=…)"],
+    ["limit=2&limit[]=1", "limit", "must be given once, as limit=… (not limit[]=…)"],
   ])("when the query is %s, answers 400 naming the parameter", async (query, path, message) => {
-    const res = await request(t.app).get(`/users/${newUser()}/todos?${query}`).expect(400);
-    expect(res.body).toStrictEqual({ error: "Invalid query parameters", details: [{ path, message }] });
+    const user = newUser();
+    await seed(t.repository, user, 1, () => "kept");
+    for (const route of [`/users/${user}/todos`, `/v1/user/${user}/todos`]) {
+      const res = await request(t.app).get(`${route}?${query}`).expect(400);
+      expect(res.body).toStrictEqual({ error: "Invalid query parameters", details: [{ path, message }] });
+      expect(res.headers["list-cursor"]).toBeUndefined();
+    }
+    // Nothing changed.
+    expect((await t.repository.list(user)).map((r) => r.title)).toStrictEqual(["kept"]);
   });
 });

@@ -11,12 +11,13 @@ import {
   MigrationError,
   migrate,
 } from "../src/storage/migrate";
-import { migratePglite, migratePostgres } from "../src/storage/open-storage";
+import { migratePglite, migratePostgres, openStorage } from "../src/storage/open-storage";
 import { createTestDatabase, queryDatabase, type TestDatabase } from "./support/postgres";
 
 const INIT = "20261122044500_init";
 const LIST_SIZE = "20261125190000_todo_list_size";
-const ALL = [INIT, LIST_SIZE];
+const LIST_ORDER = "20261208020000_list_order_seq";
+const ALL = [INIT, LIST_SIZE, LIST_ORDER];
 
 interface MigrationRow {
   id: string;
@@ -245,7 +246,7 @@ describe("migrate() on PostgreSQL", () => {
     }
   });
 
-  it("after migrating, the per-user list query is served by the (userId, createdAt, id) index", async () => {
+  it("after migrating, the per-user list query is served by the (userId, seq) index", async () => {
     await migratePostgres(db.url);
     const indexes = await queryDatabase(
       db.url,
@@ -257,9 +258,8 @@ describe("migrate() on PostgreSQL", () => {
         indexdef: 'CREATE UNIQUE INDEX "TodoItem_pkey" ON public."TodoItem" USING btree (id)',
       },
       {
-        indexname: "TodoItem_userId_createdAt_id_idx",
-        indexdef:
-          'CREATE INDEX "TodoItem_userId_createdAt_id_idx" ON public."TodoItem" USING btree ("userId", "createdAt", id)',
+        indexname: "TodoItem_userId_seq_idx",
+        indexdef: 'CREATE INDEX "TodoItem_userId_seq_idx" ON public."TodoItem" USING btree ("userId", seq)',
       },
     ]);
   });
@@ -293,6 +293,7 @@ describe("the per-user item count (migration 20261125190000_todo_list_size) on P
       await insert("bob", 1);
       expect(await migrate(connectionOver(client), [...(init === undefined ? [] : [init]), ...later])).toStrictEqual([
         LIST_SIZE,
+        LIST_ORDER,
       ]);
     } finally {
       await client.end();
@@ -320,6 +321,62 @@ describe("the per-user item count (migration 20261125190000_todo_list_size) on P
     ]);
     await queryDatabase(db.url, `TRUNCATE "TodoItem"`);
     expect(await sizes()).toStrictEqual([]);
+  });
+});
+
+describe("the list's commit order (migration 20261208020000_list_order_seq) on PostgreSQL", () => {
+  let db: TestDatabase;
+  beforeEach(async () => {
+    db = await createTestDatabase();
+  });
+  afterEach(async () => {
+    await db.drop();
+  });
+
+  it("when items exist before it, keeps every row and numbers them in their old (createdAt, id) order; new items follow", async () => {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    const before = (await loadMigrations()).filter((m) => m.name !== LIST_ORDER);
+    try {
+      expect(await migrate(connectionOver(client), before)).toStrictEqual([INIT, LIST_SIZE]);
+      // Two users' items, written out of time order, with ties on the time that the id decides.
+      await client.query(
+        `INSERT INTO "TodoItem" ("id", "userId", "title", "completed", "createdAt", "updatedAt")
+         SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'user-' || (g % 2), 'item ' || g,
+                g % 3 = 0, timestamp '2026-01-01' + make_interval(secs => (g * 7919) % 50), timestamp '2026-02-01'
+         FROM generate_series(1, 200) AS g`,
+      );
+      const old = await client.query(
+        `SELECT "id", "userId", "title", "completed", "createdAt", "updatedAt" FROM "TodoItem" ORDER BY "createdAt", "id"`,
+      );
+      expect(await migrate(connectionOver(client), await loadMigrations())).toStrictEqual([LIST_ORDER]);
+      // No row lost or changed, and the new order is the old one, for each user and for all.
+      const now = await client.query(
+        `SELECT "id", "userId", "title", "completed", "createdAt", "updatedAt" FROM "TodoItem" ORDER BY "seq"`,
+      );
+      expect(now.rows).toStrictEqual(old.rows);
+      const counts = await client.query(`SELECT "userId", "items" FROM "TodoListSize" ORDER BY "userId"`);
+      expect(counts.rows).toStrictEqual([
+        { userId: "user-0", items: 100 },
+        { userId: "user-1", items: 100 },
+      ]);
+    } finally {
+      await client.end();
+    }
+    // The service then lists each user's old items in the old order, and numbers new ones after them.
+    const repository = await openStorage({ databaseUrl: db.url, dataDir: "unused" });
+    try {
+      const created = await repository.create("user-1", { title: "new", completed: false }, 1000);
+      const listed = await repository.list("user-1");
+      const oldIds = await queryDatabase<{ id: string }>(
+        db.url,
+        `SELECT "id" FROM "TodoItem" WHERE "userId" = 'user-1' AND "title" <> 'new' ORDER BY "createdAt", "id"`,
+      );
+      expect(listed.map((r) => r.id)).toStrictEqual([...oldIds.map((r) => r.id), created?.id]);
+      expect(BigInt(listed[listed.length - 1]?.seq ?? "0")).toBe(201n);
+    } finally {
+      await repository.close();
+    }
   });
 });
 

@@ -23,7 +23,7 @@ describe("the route contracts as an OpenAPI document", () => {
     expect(Object.keys(todosRoutes).sort()).toStrictEqual(operations.map((o) => o.split(" ")[0]).sort());
   });
 
-  it("describes the list's paging parameters with their bounds, its Link header, and the create's 409 for a full list", () => {
+  it("describes the list's paging parameters with their bounds, its Link and List-Cursor headers, and the create's 409 for a full list", () => {
     const doc = buildTodosOpenApi({ hostCheck: false });
     for (const path of ["/users/{userId}/todos", "/v1/user/{userId}/todos"]) {
       const parameters = doc.paths[path]?.get?.parameters as { in: string; name: string; description?: string }[];
@@ -38,11 +38,11 @@ describe("the route contracts as an OpenAPI document", () => {
         ],
         [
           "after",
-          'Continue the list after this cursor: copy the whole URL from the `Link: <…>; rel="next"` header of the previous answer. Not with `page`.',
+          'Continue the list after this cursor: copy the whole URL from the `Link: <…>; rel="next"` header of the previous answer, or, at the end of the list, the `List-Cursor` header (to ask later for what was added since). Not with `page`.',
         ],
       ]);
       const responses = doc.paths[path]?.get?.responses as Record<string, { headers?: object }> | undefined;
-      expect(Object.keys(responses?.["200"]?.headers ?? {})).toStrictEqual(["Link"]);
+      expect(Object.keys(responses?.["200"]?.headers ?? {})).toStrictEqual(["Link", "List-Cursor"]);
     }
     const responses = doc.paths["/users/{userId}/todos"]?.post?.responses as Record<string, { description: string }>;
     expect(responses["409"]?.description).toMatch(/^The user's list already holds the most items/);

@@ -5,7 +5,7 @@ import { DEFAULT_MAX_ITEMS_PER_USER } from "../src/config";
 import type { PrismaClient } from "../src/generated/prisma/client";
 import { openStorage } from "../src/storage/open-storage";
 import { PrismaTodoRepository } from "../src/storage/prisma-repository";
-import type { NewTodo, TodoRecord, TodoRepository } from "../src/storage/repository";
+import type { ListedTodo, NewTodo, TodoRecord, TodoRepository } from "../src/storage/repository";
 
 import { createTestDatabase, holdWrites, queryDatabase, type TestDatabase } from "./support/postgres";
 import { STORAGE_MODES, type StorageLocation } from "./support/storage-modes";
@@ -32,10 +32,10 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
     await db?.drop();
   });
 
-  it("when rows share a createdAt or were inserted out of order, lists by createdAt then id", async () => {
+  it("when rows were inserted out of createdAt order or share one, lists them in the order they were numbered (inserted)", async () => {
     const user = `order-${randomUUID()}`;
-    const ids = ["00000000-0000-4000-8000-000000000003", "00000000-0000-4000-8000-000000000001"];
-    const later = "ffffffff-0000-4000-8000-000000000000";
+    const ids = ["ffffffff-0000-4000-8000-000000000003", "00000000-0000-4000-8000-000000000001"];
+    const later = "00000000-0000-4000-8000-00000000000f";
     const earliest = "77777777-0000-4000-8000-000000000000";
     await queryDatabase(
       db.url,
@@ -46,26 +46,33 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
          ($5, $1, 'earliest', '2025-12-31 23:59:59.999', now())`,
       [user, later, ids[0], ids[1], earliest],
     );
-    expect((await repository.list(user)).map((r) => r.id)).toStrictEqual([earliest, ids[1], ids[0], later]);
-    expect((await repository.list(user, { limit: 2, offset: 1 })).map((r) => r.id)).toStrictEqual([ids[1], ids[0]]);
+    // The order is the items' numbers (seq), the order they were written in, not their times or ids.
+    const all = await repository.list(user);
+    expect(all.map((r) => r.id)).toStrictEqual([later, ids[0], ids[1], earliest]);
+    expect(all.map((r) => BigInt(r.seq))).toStrictEqual(
+      [...all.map((r) => BigInt(r.seq))].sort((a, b) => (a < b ? -1 : 1)),
+    );
+    expect((await repository.list(user, { limit: 2, offset: 1 })).map((r) => r.id)).toStrictEqual(ids);
   });
 
-  it("when the list query runs on a table of many users, Postgres serves it from the (userId, createdAt, id) index", async () => {
+  it("when the list query runs on a table of many users, Postgres serves it from the (userId, seq) index", async () => {
     await queryDatabase(
       db.url,
       `INSERT INTO "TodoItem" ("id", "userId", "title", "updatedAt")
        SELECT gen_random_uuid(), 'bulk-' || (g % 500), 't', now() FROM generate_series(1, 10000) g;
        ANALYZE "TodoItem"`,
     );
-    const plan = await queryDatabase<{ "QUERY PLAN": string }>(
-      db.url,
-      `EXPLAIN SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "TodoItem"
-        WHERE "userId" = 'bulk-7' ORDER BY "createdAt" ASC, "id" ASC LIMIT 100 OFFSET 0`,
-    );
-    const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
-    // An index scan or a bitmap index scan (planner's choice by cost): either reads only that user's rows.
-    expect(text).toMatch(/Index Scan (using|on) "TodoItem_userId_createdAt_id_idx"/);
-    expect(text).not.toContain("Seq Scan");
+    for (const where of ["", `AND "seq" > 100`]) {
+      const plan = await queryDatabase<{ "QUERY PLAN": string }>(
+        db.url,
+        `EXPLAIN SELECT "id", "title", "completed", "createdAt", "updatedAt" FROM "TodoItem"
+          WHERE "userId" = 'bulk-7' ${where} ORDER BY "seq" ASC LIMIT 100 OFFSET 0`,
+      );
+      const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
+      // An index scan or a bitmap index scan (planner's choice by cost): either reads only that user's rows.
+      expect(text).toMatch(/Index Scan (using|on) "TodoItem_userId_seq_idx"/);
+      expect(text).not.toContain("Seq Scan");
+    }
   });
 
   it("when operations run, reports each to the onQuery hook with its outcome", async () => {
@@ -99,14 +106,14 @@ describe("PrismaTodoRepository on PostgreSQL", () => {
       const user = `prepared-${randomUUID()}`;
       // One at a time, so the pool hands back its one idle connection each time (and to the check below).
       const created = await mustCreate(other, user, { title: "x", completed: false });
-      expect(await other.list(user)).toStrictEqual([created]);
-      expect(await other.list(user)).toStrictEqual([created]);
+      expect(records(await other.list(user))).toStrictEqual([created]);
+      expect(records(await other.list(user))).toStrictEqual([created]);
       const names = await pool?.query<{ name: string; statement: string }>(
         `SELECT "name", "statement" FROM pg_prepared_statements WHERE "name" LIKE 'todos_%'`,
       );
       const statements = names?.rows.map((r) => r.statement) ?? [];
       expect(statements.some((sql) => sql.includes("INSERT INTO"))).toBe(true);
-      expect(statements.some((sql) => sql.includes('ORDER BY "createdAt" ASC'))).toBe(true);
+      expect(statements.some((sql) => sql.includes('ORDER BY "seq" ASC'))).toBe(true);
     } finally {
       await other.close();
     }
@@ -172,22 +179,30 @@ describe.each(STORAGE_MODES)("PrismaTodoRepository on $name", (mode) => {
     const third = await mustCreate(repository, user, { title: "third", completed: false });
     await mustCreate(repository, `other-${randomUUID()}`, { title: "not mine", completed: false });
     const all = await repository.list(user);
-    expect(all).toStrictEqual([first, second, third].sort((a, b) => order(a, b)));
-    expect(all[0]?.createdAt).toBeInstanceOf(Date);
+    // In the order the creates committed in (one after the other here), with times that never run against it.
+    expect(records(all)).toStrictEqual([first, second, third]);
+    expect(all.map((r) => r.createdAt)).toStrictEqual([...all.map((r) => r.createdAt)].sort());
+    // The list gives its times as the API writes them (ISO 8601, milliseconds, Z), as text.
+    expect(all[0]?.createdAt).toBe(first.createdAt.toISOString());
     expect(await repository.list(user, { limit: 2, offset: 1 })).toStrictEqual(all.slice(1, 3));
     expect(await repository.list(user, { limit: 1, offset: 3 })).toStrictEqual([]);
-    // After an item: from the next one on, by (createdAt, id), whatever the item's own fate.
-    const listAfter = (item: { createdAt: Date; id: string }, limit: number) =>
-      repository.list(user, { limit, after: { createdAt: item.createdAt, id: item.id } });
-    expect(await listAfter(all[0] as (typeof all)[0], 5)).toStrictEqual(all.slice(1));
-    expect(await listAfter(all[0] as (typeof all)[0], 1)).toStrictEqual(all.slice(1, 2));
-    expect(await listAfter(all[2] as (typeof all)[0], 5)).toStrictEqual([]);
-    // A position between two items with the same time: the id decides.
-    const tie = { createdAt: (all[1] as (typeof all)[0]).createdAt, id: "00000000-0000-4000-8000-000000000000" };
-    const later = (r: (typeof all)[0]) =>
-      r.createdAt > tie.createdAt || (r.createdAt.getTime() === tie.createdAt.getTime() && r.id > tie.id);
-    expect(await listAfter(tie, 5)).toStrictEqual(all.filter(later));
-    expect(all.filter(later)).toContain(all[1]);
+    // After an item: from the next one on, by its number, whatever the item's own fate.
+    const [a, b, c] = all as [ListedTodo, ListedTodo, ListedTodo];
+    const listAfter = (after: { seq: string } | { createdAt: Date; id: string }, limit: number) =>
+      repository.list(user, { limit, after });
+    expect(await listAfter({ seq: a.seq }, 5)).toStrictEqual([b, c]);
+    expect(await listAfter({ seq: a.seq }, 1)).toStrictEqual([b]);
+    expect(await listAfter({ seq: c.seq }, 5)).toStrictEqual([]);
+    expect(await listAfter({ seq: "0" }, 5)).toStrictEqual(all);
+    // A cursor of the old form (time, id), handed out before the upgrade: after the item it names...
+    expect(await listAfter({ createdAt: new Date(a.createdAt), id: a.id }, 5)).toStrictEqual([b, c]);
+    // ...and, once that item is gone, after the last item at or before its place in the old (createdAt, id) order.
+    await repository.delete(user, b.id);
+    expect(await listAfter({ createdAt: new Date(b.createdAt), id: b.id }, 5)).toStrictEqual([c]);
+    expect(await listAfter({ createdAt: new Date(0), id: "00000000-0000-4000-8000-000000000000" }, 5)).toStrictEqual([
+      a,
+      c,
+    ]);
   });
 
   it("when creates, lists and a failing write are asked for at once, then each gets its own answer and nothing is lost", async () => {
@@ -263,8 +278,13 @@ async function mustCreate(repository: TodoRepository, userId: string, todo: NewT
   return created;
 }
 
-function order(a: TodoRecord, b: TodoRecord): number {
-  return a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+/** Listed items as the records create and get return: Date times, without their place in the list's order. */
+function records(listed: ListedTodo[]): TodoRecord[] {
+  return listed.map(({ seq: _seq, createdAt, updatedAt, ...rest }) => ({
+    ...rest,
+    createdAt: new Date(createdAt),
+    updatedAt: new Date(updatedAt),
+  }));
 }
 
 describe("PrismaTodoRepository creates", () => {
@@ -321,23 +341,46 @@ describe("PrismaTodoRepository list rows", () => {
   }
   const id = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
-  it("when the adapter returns timestamps as Postgres writes them (any fraction), gives exact Dates", async () => {
-    expect(await listing([id, "t", true, "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00.12+00:00"])).toStrictEqual([
+  it("when the adapter returns timestamps as Postgres writes them (any fraction), gives the API's exact text", async () => {
+    expect(
+      await listing([id, "t", true, "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00.12+00:00", "9007199254740993"]),
+    ).toStrictEqual([
       {
         id,
         title: "t",
         completed: true,
-        createdAt: new Date("2026-11-24T10:00:00.000Z"),
-        updatedAt: new Date("2026-11-24T10:00:00.120Z"),
+        createdAt: "2026-11-24T10:00:00.000Z",
+        updatedAt: "2026-11-24T10:00:00.120Z",
+        seq: "9007199254740993",
       },
     ]);
   });
 
+  // The text is rewritten, not parsed into a Date: it must say what a Date's toISOString says, in every form.
   it.each([
-    ["a Date instead of text", [id, "t", true, new Date(), "2026-11-24T10:00:00+00:00"]],
-    ["an unparseable timestamp", [id, "t", true, "yesterday", "2026-11-24T10:00:00+00:00"]],
-    ["a boolean as text", [id, "t", "t", "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00+00:00"]],
+    "2026-11-24T10:00:00+00:00",
+    "2026-11-24T10:00:00.1+00:00",
+    "2026-11-24T10:00:00.12+00:00",
+    "2026-11-24T10:00:00.123+00:00",
+    "2026-11-24T10:00:00.123456+00:00",
+    "0001-01-01T00:00:00.999+00:00",
+    "9999-12-31T23:59:59.999+00:00",
+    "2024-02-29T23:59:59.5+00:00",
+    // Not the adapters' form: through a Date, as before.
+    "2026-11-24T10:00:00.5+02:00",
+    "2026-11-24T10:00:00Z",
+  ])("when the adapter returns %s, gives what Date's toISOString gives", async (time) => {
+    const [listed] = await listing([id, "t", true, time, time, "1"]);
+    expect([listed?.createdAt, listed?.updatedAt]).toStrictEqual(Array(2).fill(new Date(time).toISOString()));
+  });
+
+  it.each([
+    ["a Date instead of text", [id, "t", true, new Date(), "2026-11-24T10:00:00+00:00", "1"]],
+    ["an unparseable timestamp", [id, "t", true, "yesterday", "2026-11-24T10:00:00+00:00", "1"]],
+    ["a boolean as text", [id, "t", "t", "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00+00:00", "1"]],
     ["a missing column", [id, "t", true, "2026-11-24T10:00:00+00:00"]],
+    ["a missing seq", [id, "t", true, "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00+00:00"]],
+    ["a seq as a number", [id, "t", true, "2026-11-24T10:00:00+00:00", "2026-11-24T10:00:00+00:00", 7]],
   ])("when the adapter returns %s, the list fails instead of passing the row on", async (_case, row) => {
     await expect(listing(row)).rejects.toThrow("the driver adapter returned a todo row of unexpected types");
   });

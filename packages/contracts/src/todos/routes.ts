@@ -23,11 +23,20 @@ const BAD_LIST_REQUEST = error("Invalid userId, limit, page or after (or page wi
 const NOT_FOUND = error("No such item for this user (also for a malformed itemId)");
 const INTERNAL = error("Unexpected failure, a storage failure included");
 
-/** The list answers' one extra header: where the rest of the list is, when this answer stopped before its end. */
+/**
+ * The list answers' extra headers: where the rest of the list is, when this answer stopped before its end
+ * (Link), and where to continue from later, the last page's included (List-Cursor). A new relation on the
+ * last page would have broken clients that follow `rel="next"` until it is absent, so the end of the list
+ * has its own header instead.
+ */
 const LIST_LINK = {
   Link: {
     description:
       '`<…>; rel="next"`: the URL of the rest of the list (same route, `after=` a cursor, or the next `page`), sent only when there is more. Without `limit`/`page` an answer holds at most TODOS_LIST_MAX_ITEMS items (1,000) and TODOS_LIST_MAX_BYTES of items (1 MiB).',
+  },
+  "List-Cursor": {
+    description:
+      "The cursor after the last item of this answer, for `after=`: on the last page too, so a client tailing the list asks again later with it and gets only what was created since. Items are in commit order, so no item created later can land before it. On every answer that holds an item, every `after=` answer and the unpaged first window (`0` when the list is empty).",
   },
 };
 

@@ -84,20 +84,32 @@ const PositiveInt = (max: number) =>
     .transform(Number);
 
 /**
- * Where a list window starts: after the item of this creation time (milliseconds since the epoch) and id, in
- * the list's order. The service writes it into the `Link: <…>; rel="next"` of a list answer that stopped
- * before the end; clients copy that link and need not read it.
+ * Where a list window starts: after the item of this number in the list's order (decimal digits: `0` is
+ * before the first item), the cursor the service writes into the `Link: <…>; rel="next"` of a list answer that
+ * stopped before the end and into the `List-Cursor` header of every list answer; clients copy it and need not
+ * read it. The second form, `<creation time in ms>_<id>`, is the cursor handed out before the list was ordered
+ * by commit (issue 35): still accepted, so that links saved then keep working.
  */
-export const LIST_CURSOR = /^(-?[0-9]{1,15})_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+export const LIST_CURSOR =
+  /^(?:([0-9]{1,19})|(-?[0-9]{1,15})_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}))$/;
+
+/**
+ * The list's parameters written as arrays or objects (`after[]=x`, `limit[0]=1`, `page[a]=2`): a query parser
+ * that reads brackets would make them the parameter; the service's (Express's "simple") leaves them as other
+ * names. Either way they are refused, as a repeated parameter is, rather than ignored: ignored, `after[]=x`
+ * answered the first page as if no cursor had been given.
+ */
+const BRACKETED_PARAMETER = /^(limit|page|after)\[/;
 
 /**
  * `GET` list query: `limit` 1–100 and `page` 1–1,000,000, both optional; or `after`, a cursor from a
- * `Link: <…>; rel="next"`, with an optional `limit`. Other parameters are ignored. `limit` alone is page 1;
+ * `Link: <…>; rel="next"` or a `List-Cursor` header, with an optional `limit`. Other parameters are ignored,
+ * but not the bracketed forms of these three (BRACKETED_PARAMETER). `limit` alone is page 1;
  * `page` alone uses the largest limit (100). Without `limit` and `page` a window of the list is answered
  * (TODOS_LIST_MAX_ITEMS items, TODOS_LIST_MAX_BYTES of JSON), with a `Link` to the rest when there is more.
  */
 export const TodoListQuery = z
-  .object({
+  .looseObject({
     limit: PositiveInt(PAGE_LIMIT_MAX)
       .optional()
       .meta({
@@ -110,12 +122,20 @@ export const TodoListQuery = z
       }),
     after: z
       .string({ error: "must be given once" })
-      .regex(LIST_CURSOR, { error: 'must be a cursor copied from a Link: <…>; rel="next" header' })
+      .regex(LIST_CURSOR, { error: "must be a cursor copied from a list answer (its Link or List-Cursor header)" })
       .optional()
       .meta({
         description:
-          'Continue the list after this cursor: copy the whole URL from the `Link: <…>; rel="next"` header of the previous answer. Not with `page`.',
+          'Continue the list after this cursor: copy the whole URL from the `Link: <…>; rel="next"` header of the previous answer, or, at the end of the list, the `List-Cursor` header (to ask later for what was added since). Not with `page`.',
       }),
+  })
+  .superRefine((query, ctx) => {
+    for (const key of Object.keys(query)) {
+      const name = BRACKETED_PARAMETER.exec(key)?.[1];
+      if (name !== undefined) {
+        ctx.addIssue({ code: "custom", path: [name], message: `must be given once, as ${name}=… (not ${key}=…)` });
+      }
+    }
   })
   .refine((query) => query.after === undefined || query.page === undefined, {
     path: ["page"],

@@ -8,7 +8,7 @@ import {
 } from "@localdecider/contracts/todos";
 import { AppError } from "@localdecider/service-kit";
 import { DEFAULT_LIST_MAX_ITEMS } from "../config";
-import type { ListPosition, Page } from "../storage/repository";
+import type { ListedTodo, ListPosition, Page } from "../storage/repository";
 
 /**
  * How much one list answer holds when the client does not page it itself (no `limit`/`page`): at most
@@ -25,22 +25,37 @@ export const DEFAULT_LIST_LIMITS: ListLimits = { maxItems: DEFAULT_LIST_MAX_ITEM
 
 /** Cursor times a timestamp column can hold (years 1 to 9999): anything else is refused, not sent to SQL. */
 const CURSOR_TIME = { min: Date.UTC(1, 0, 1) - 365 * 86_400_000, max: Date.UTC(9999, 11, 31, 23, 59, 59, 999) };
+/** The largest item number (Postgres bigint): a larger cursor is refused, not sent to SQL. */
+const SEQ_MAX = 9_223_372_036_854_775_807n;
 
-/** The cursor of an item: the list continues after it. Its form is LIST_CURSOR (contracts). */
-export function cursorOf(item: Pick<TodoItem, "id" | "createdAt">): string {
-  return `${Date.parse(item.createdAt)}_${item.id}`;
+/** The cursor of an item: the list continues after it. Its form is LIST_CURSOR (contracts): its number. */
+export function cursorOf(item: Pick<ListedTodo, "seq">): string {
+  return item.seq;
 }
 
-/** A cursor the contract's pattern accepted, as a list position; 400 when its time is out of range. */
+function badCursor(): AppError {
+  return new AppError(400, TODO_MESSAGES.invalidQuery, {
+    details: [
+      { path: "after", message: "must be a cursor copied from a list answer (its Link or List-Cursor header)" },
+    ],
+  });
+}
+
+/**
+ * A cursor the contract's pattern accepted, as a list position; 400 when out of range. The old form
+ * (`<ms>_<id>`, handed out before the list was ordered by commit) still names its place in the list.
+ */
 function positionOf(cursor: string): ListPosition {
   const match = LIST_CURSOR.exec(cursor);
-  const ms = Number(match?.[1]);
-  if (match === null || !(ms >= CURSOR_TIME.min && ms <= CURSOR_TIME.max)) {
-    throw new AppError(400, TODO_MESSAGES.invalidQuery, {
-      details: [{ path: "after", message: 'must be a cursor copied from a Link: <…>; rel="next" header' }],
-    });
+  if (match === null) throw badCursor();
+  const [, seq, time, id] = match;
+  if (seq !== undefined) {
+    if (BigInt(seq) > SEQ_MAX) throw badCursor();
+    return { seq };
   }
-  return { createdAt: new Date(ms), id: match[2] as string };
+  const ms = Number(time);
+  if (!(ms >= CURSOR_TIME.min && ms <= CURSOR_TIME.max)) throw badCursor();
+  return { createdAt: new Date(ms), id: id as string };
 }
 
 /**
@@ -56,53 +71,77 @@ export function pageOf(query: TodoListQuery, limits: ListLimits): Page {
   return { limit: size + 1, offset: ((page ?? 1) - 1) * size };
 }
 
+/** A listed item as the API shows it: its place in the order (seq) stays out; its cursor carries it. */
+function itemOf(listed: ListedTodo): TodoItem {
+  return {
+    id: listed.id,
+    title: listed.title,
+    completed: listed.completed,
+    createdAt: listed.createdAt,
+    updatedAt: listed.updatedAt,
+  };
+}
+
 /** An upper bound of `item`'s bytes as JSON: 6 per UTF-16 unit of the title (`\u0001`), 200 for the rest. */
-function boundOf(item: TodoItem): number {
+function boundOf(item: { title: string }): number {
   return 200 + 6 * item.title.length;
 }
 
-/** How many of `items` fit `maxBytes` of JSON (at least one: a single item always fits an answer). */
-function fitting(items: TodoItem[], maxBytes: number): number {
+/** How many of `records` fit `maxBytes` of JSON as items (at least one: a single item always fits an answer). */
+function fitting(records: ListedTodo[], maxBytes: number): number {
   let bound = 0;
-  for (const item of items) bound += boundOf(item);
+  for (const record of records) bound += boundOf(record);
   // Nearly every list is far under the budget: its bound says so without serialising anything twice.
-  if (bound <= maxBytes) return items.length;
+  if (bound <= maxBytes) return records.length;
   let bytes = 0;
-  for (let i = 0; i < items.length; i++) {
-    bytes += Buffer.byteLength(JSON.stringify(items[i])) + 1;
+  for (let i = 0; i < records.length; i++) {
+    bytes += Buffer.byteLength(JSON.stringify(itemOf(records[i] as ListedTodo))) + 1;
     if (bytes > maxBytes) return Math.max(i, 1);
   }
-  return items.length;
+  return records.length;
+}
+
+/** A list answer: its items, the URL of the rest when there is more, and the cursor to continue from later. */
+export interface ListAnswer {
+  items: TodoItem[];
+  /** For `Link: <next>; rel="next"`: only when the answer stopped before the end of the list. */
+  next?: string;
+  /** For `List-Cursor`: after the last item answered, the last page's included (see contracts' LIST_LINK). */
+  cursor?: string;
 }
 
 /**
- * The answer to a list query, from what storage returned for pageOf(query): the items, and the URL of the
- * rest (for `Link: <url>; rel="next"`) when the window stopped before the end of the list. `path` is the
- * route's own path for this user (the legacy route links to itself).
+ * The answer to a list query, from what storage returned for pageOf(query): the items, the URL of the rest
+ * (for `Link: <url>; rel="next"`) when the window stopped before the end of the list, and the cursor after
+ * its last item (for `List-Cursor`). `path` is the route's own path for this user (the legacy route links to
+ * itself). Without items the cursor is the one asked `after` (nothing was passed), or `0` for the unpaged
+ * first window (the list is empty: everything is after 0); an empty offset page has none (past the end,
+ * its place is unknown).
  */
-export function listAnswer(
-  fetched: TodoItem[],
-  query: TodoListQuery,
-  limits: ListLimits,
-  path: string,
-): { items: TodoItem[]; next?: string } {
+export function listAnswer(fetched: ListedTodo[], query: TodoListQuery, limits: ListLimits, path: string): ListAnswer {
   const explicitPages = query.after === undefined && (query.limit !== undefined || query.page !== undefined);
   const size = explicitPages ? (query.limit ?? PAGE_LIMIT_MAX) : (query.limit ?? limits.maxItems);
-  let items = fetched.slice(0, size);
+  let kept = fetched.length > size ? fetched.slice(0, size) : fetched;
   let more = fetched.length > size;
-  const fit = fitting(items, limits.maxBytes);
-  if (fit < items.length) {
-    items = items.slice(0, fit);
+  const fit = fitting(kept, limits.maxBytes);
+  if (fit < kept.length) {
+    kept = kept.slice(0, fit);
     more = true;
   }
-  if (!more || items.length === 0) return { items };
-  const last = items[items.length - 1] as TodoItem;
+  const items = kept.map(itemOf);
+  const last = kept[kept.length - 1];
+  if (last === undefined) {
+    if (query.after !== undefined) return { items, cursor: query.after };
+    return explicitPages ? { items } : { items, cursor: "0" };
+  }
+  const cursor = cursorOf(last);
+  if (!more) return { items, cursor };
   if (explicitPages && fit === size) {
     // A whole page: the next page by number, as the client counts them.
     const next = (query.page ?? 1) + 1;
-    if (next > PAGE_MAX) return { items };
-    return { items, next: `${path}?limit=${size}&page=${next}` };
+    if (next > PAGE_MAX) return { items, cursor };
+    return { items, cursor, next: `${path}?limit=${size}&page=${next}` };
   }
   const limit = query.limit === undefined ? "" : `&limit=${query.limit}`;
-  return { items, next: `${path}?after=${cursorOf(last)}${limit}` };
+  return { items, cursor, next: `${path}?after=${cursor}${limit}` };
 }

@@ -1,17 +1,8 @@
-import { TODO_MESSAGES, type TodoItem, type TodoListQuery, type TodosRoutes } from "@localdecider/contracts/todos";
+import { TODO_MESSAGES, type TodoListQuery, type TodosRoutes } from "@localdecider/contracts/todos";
 import { AppError, type RouteHandlers } from "@localdecider/service-kit";
-import type { TodoRecord, TodoRepository } from "../storage/repository";
+import type { TodoRepository } from "../storage/repository";
 import { type ListLimits, listAnswer, pageOf } from "./list-window";
-
-function toItem(record: TodoRecord): TodoItem {
-  return {
-    id: record.id,
-    title: record.title,
-    completed: record.completed,
-    createdAt: record.createdAt.toISOString(),
-    updatedAt: record.updatedAt.toISOString(),
-  };
-}
+import { toItem } from "./todo-item";
 
 /**
  * One handler per contract in todosRoutes (@localdecider/contracts). Parameters, query and body arrive
@@ -25,11 +16,17 @@ export function todoHandlers(
 ): RouteHandlers<TodosRoutes> {
   // Item ids are UUIDs, stored in lower case; the path may spell them in either.
   const itemIdOf = (itemId: string) => itemId.toLowerCase();
-  /** One window of the list (list-window.ts), and the Link to the rest when there is more. */
+  /**
+   * One window of the list (list-window.ts), the Link to the rest when there is more, and the cursor to
+   * continue from later (List-Cursor), the last page's included.
+   */
   const listWindow = async (userId: string, query: TodoListQuery, path: string) => {
-    const fetched = (await repository.list(userId, pageOf(query, listLimits))).map(toItem);
-    const { items, next } = listAnswer(fetched, query, listLimits, path);
-    return { items, headers: next === undefined ? undefined : { Link: `<${next}>; rel="next"` } };
+    const fetched = await repository.list(userId, pageOf(query, listLimits));
+    const { items, next, cursor } = listAnswer(fetched, query, listLimits, path);
+    const headers: Record<string, string> = {};
+    if (next !== undefined) headers.Link = `<${next}>; rel="next"`;
+    if (cursor !== undefined) headers["List-Cursor"] = cursor;
+    return { items, headers: next === undefined && cursor === undefined ? undefined : headers };
   };
   return {
     health: () => ({ status: 200, body: { status: "ok" } }),
