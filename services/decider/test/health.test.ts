@@ -27,7 +27,13 @@ describe("GET /ready", () => {
     h = await harness({ apiKey: "k" });
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(200);
-    expect(res.body).toStrictEqual({ status: "ready", upstream: "server 1", model: "test-model", protocol: "chat" });
+    expect(res.body).toStrictEqual({
+      status: "ready",
+      upstream: "server 1",
+      model: "test-model",
+      protocol: "chat",
+      limits: "this process",
+    });
   });
 
   it("answers 503 with exactly 'inference backend returned HTTP 404' when the backend answers 404", async () => {
