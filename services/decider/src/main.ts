@@ -118,7 +118,11 @@ async function main(): Promise<void> {
       config.LOCALDECIDER_UPSTREAM === undefined
         ? "limits are this process's own: each replica's embedded engine is its own model server"
         : "limits are this process's own, not shared: run one replica, or set LOCALDECIDER_REDIS_URL for several",
-      { limits: "this process", maxInflight: config.LOCALDECIDER_MAX_INFLIGHT, maxQueue: config.LOCALDECIDER_MAX_QUEUE },
+      {
+        limits: "this process",
+        maxInflight: config.LOCALDECIDER_MAX_INFLIGHT,
+        maxQueue: config.LOCALDECIDER_MAX_QUEUE,
+      },
     );
   }
   // After listening: /ready answers (503, with the state) while the model downloads and loads.

@@ -27,7 +27,8 @@ describe("the decider says where its limits are counted", () => {
     const res = await fetch(`${url}/ready`);
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
-  const notShared = (d: DeciderProcess) => d.lines.filter((l) => l.limits === "this process" && l.message !== "decider listening");
+  const notShared = (d: DeciderProcess) =>
+    d.lines.filter((l) => l.limits === "this process" && l.message !== "decider listening");
 
   it("without LOCALDECIDER_REDIS_URL: /ready is 200 with limits 'this process', and the start-up log says so on a line of its own", async () => {
     decider = await new DeciderProcess(env()).start();
@@ -38,7 +39,8 @@ describe("the decider says where its limits are counted", () => {
     expect(notShared(decider)).toStrictEqual([
       expect.objectContaining({
         level: "info",
-        message: "limits are this process's own, not shared: run one replica, or set LOCALDECIDER_REDIS_URL for several",
+        message:
+          "limits are this process's own, not shared: run one replica, or set LOCALDECIDER_REDIS_URL for several",
         maxInflight: 2,
         maxQueue: 256,
       }),
