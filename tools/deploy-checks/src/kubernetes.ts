@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { drainSeconds } from "./drain";
-import type { K8sObject } from "./kustomize";
+import { type K8sObject, splitImage } from "./kustomize";
 import { imageProblem } from "./pins";
 import { REPO_ROOT, SECRET_NAME, serviceSchemas } from "./repo";
 
@@ -49,8 +49,19 @@ function matches(selector: Record<string, string> | undefined, labels: Record<st
   return Object.entries(selector).every(([k, v]) => labels[k] === v);
 }
 
-/** Images built from this repository's Dockerfiles, which a user builds, pushes and pins (docs/kubernetes.md). */
+/**
+ * Images built from this repository's Dockerfiles, which a user builds, pushes and pins (docs/kubernetes.md):
+ * as committed, `localdecider/<image>:<the service's version>`; pinned in a user's kustomization, by digest
+ * in their registry (Kustomize's `images:` with a digest drops the tag).
+ */
 export function ownImageProblem(image: string): string | undefined {
+  if (
+    /^([a-z0-9][a-z0-9._:-]*\/)*localdecider\/(todos|decider|decider-embedded)(:[\w.-]+)?@sha256:[0-9a-f]{64}$/.test(
+      image,
+    )
+  ) {
+    return undefined;
+  }
   const m = /^localdecider\/(todos|decider|decider-embedded):(.+)$/.exec(image);
   if (m === null) return `${image} is not one of this repository's images`;
   const service = m[1] === "todos" ? "todos" : "decider";
@@ -75,11 +86,12 @@ export function imageProblems(objects: K8sObject[]): string[] {
   return workloads(objects).flatMap((w) =>
     containers(w, true).flatMap((c) => {
       const image = String(c.image);
-      const problem = image.startsWith("localdecider/")
-        ? ownImageProblem(image)
-        : image in KUBERNETES_UNRESOLVED_IMAGES
-          ? undefined
-          : imageProblem(image);
+      const problem =
+        ownImage(c) !== undefined
+          ? ownImageProblem(image)
+          : image in KUBERNETES_UNRESOLVED_IMAGES
+            ? undefined
+            : imageProblem(image);
       return problem === undefined ? [] : [`${w.name}/${c.name}: ${problem}`];
     }),
   );
@@ -88,7 +100,14 @@ export function imageProblems(objects: K8sObject[]): string[] {
 /** A model loader: a llama.cpp server, or a decider running its embedded engine (no LOCALDECIDER_UPSTREAM). */
 function loadsModel(c: Any): boolean {
   if (String(c.image).startsWith("ghcr.io/ggml-org/llama.cpp:")) return true;
-  return String(c.image).startsWith("localdecider/decider") && !envOf(c).has("LOCALDECIDER_UPSTREAM");
+  return ownImage(c) === "decider" && !envOf(c).has("LOCALDECIDER_UPSTREAM");
+}
+
+/** Which of this repository's services a container runs (its image, wherever it was pushed), if any. */
+export function ownImage(c: Any): "todos" | "decider" | undefined {
+  const m = /(?:^|\/)localdecider\/(todos|decider|decider-embedded)$/.exec(splitImage(String(c.image)).name);
+  if (m === null) return undefined;
+  return m[1] === "todos" ? "todos" : "decider";
 }
 
 const probeWindow = (p: Any) => (p.periodSeconds ?? 10) * (p.failureThreshold ?? 3);
@@ -109,12 +128,12 @@ export function probeProblems(objects: K8sObject[]): string[] {
       for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"]) {
         if (c[probe] === undefined) problems.push(`${where} has no ${probe}`);
       }
-      if (String(c.image).startsWith("localdecider/")) {
+      if (ownImage(c) !== undefined) {
         if (c.livenessProbe?.httpGet?.path !== "/health") problems.push(`${where}: liveness is not GET /health`);
         if (c.readinessProbe?.httpGet?.path !== "/ready") problems.push(`${where}: readiness is not GET /ready`);
       }
       if (loadsModel(c)) {
-        const readyPath = String(c.image).startsWith("localdecider/") ? "/ready" : "/health";
+        const readyPath = ownImage(c) !== undefined ? "/ready" : "/health";
         if (c.startupProbe?.httpGet?.path !== readyPath) {
           problems.push(`${where}: its startup probe does not wait for the model (GET ${readyPath})`);
         }
@@ -185,9 +204,9 @@ export function preStopSeconds(c: Any): number | undefined {
 
 /** How long a container drains after SIGTERM: the services' own drain (drain.ts), else nothing known. */
 function drainOf(c: Any): number {
-  const image = String(c.image);
-  if (image.startsWith("localdecider/todos")) return drainSeconds("todos");
-  if (image.startsWith("localdecider/decider")) {
+  const service = ownImage(c);
+  if (service === "todos") return drainSeconds("todos");
+  if (service === "decider") {
     const timeout = envOf(c).get("LOCALDECIDER_TIMEOUT")?.value;
     return timeout === undefined ? drainSeconds("decider") : Number(timeout);
   }
@@ -408,12 +427,7 @@ export function configProblems(objects: K8sObject[]): string[] {
   const problems: string[] = [];
   for (const w of workloads(objects)) {
     for (const c of containers(w)) {
-      const image = String(c.image);
-      const service = image.startsWith("localdecider/todos")
-        ? "todos"
-        : image.startsWith("localdecider/decider")
-          ? "decider"
-          : undefined;
+      const service = ownImage(c);
       if (service === undefined) continue;
       const env: Record<string, string> = {};
       for (const e of c.env ?? []) {

@@ -14,7 +14,9 @@ import { REPO_ROOT } from "./repo";
  * whose kustomization is `kind: Component`, applied after the resources, in order), `namespace` (set on
  * every namespaced object, as Kustomize does), and `patches`: a JSON 6902 list of operations (`add`,
  * `replace`, `remove`, `test`) applied to the objects its `target` names by kind and name, or an object
- * with `$patch: delete` (no target), which removes the object of that kind and name.
+ * with `$patch: delete` (no target), which removes the object of that kind and name; and `images` (name,
+ * newName, newTag, digest) on the containers and init containers of pod templates, as Kustomize rewrites
+ * them: a digest replaces the tag (`newName@sha256:...`).
  */
 
 /** A Kubernetes object as read from YAML; only the parts the checks read are typed. */
@@ -29,7 +31,7 @@ export interface K8sObject {
 /** Objects with no namespace (of the kinds these files use). */
 const CLUSTER_SCOPED = new Set(["Namespace", "PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding"]);
 
-const KUSTOMIZATION_KEYS = new Set(["apiVersion", "kind", "namespace", "resources", "components", "patches"]);
+const KUSTOMIZATION_KEYS = new Set(["apiVersion", "kind", "namespace", "resources", "components", "patches", "images"]);
 
 export interface Kustomization {
   apiVersion?: string;
@@ -38,6 +40,15 @@ export interface Kustomization {
   resources?: string[];
   components?: string[];
   patches?: { path: string; target?: { kind: string; name: string } }[];
+  /** Kustomize's image transformer, as a user's own kustomization pins images (docs/kubernetes.md). */
+  images?: ImageEntry[];
+}
+
+export interface ImageEntry {
+  name: string;
+  newName?: string;
+  newTag?: string;
+  digest?: string;
 }
 
 /** A kustomization directory rendered as Kustomize would: its objects, in the order they were read. */
@@ -88,11 +99,41 @@ function buildFrom(k: Kustomization, dir: string, base: K8sObject[]): K8sObject[
   }
   for (const component of k.components ?? []) objects = build(path.resolve(dir, component), "Component", objects);
   for (const patch of k.patches ?? []) objects = applyPatch(objects, path.resolve(dir, patch.path), patch.target);
+  for (const entry of k.images ?? []) objects = objects.map((o) => setImage(o, entry));
   if (k.namespace !== undefined) {
     for (const object of objects) if (!CLUSTER_SCOPED.has(object.kind)) object.metadata.namespace = k.namespace;
   }
   assertUnique(objects, dir);
   return objects;
+}
+
+/** `name[:tag][@digest]` split into its parts (a `:` after the last `/` starts the tag). */
+export function splitImage(image: string): { name: string; tag?: string; digest?: string } {
+  const [rest, digest] = image.split("@") as [string, string | undefined];
+  const colon = rest.lastIndexOf(":");
+  const tagged = colon > rest.lastIndexOf("/");
+  return {
+    name: tagged ? rest.slice(0, colon) : rest,
+    ...(tagged ? { tag: rest.slice(colon + 1) } : {}),
+    ...(digest === undefined ? {} : { digest }),
+  };
+}
+
+function setImage(object: K8sObject, entry: ImageEntry): K8sObject {
+  const pod = object.spec?.template?.spec;
+  if (pod === undefined) return object;
+  const copy = structuredClone(object);
+  const copyPod = copy.spec.template.spec;
+  for (const c of [...(copyPod.initContainers ?? []), ...(copyPod.containers ?? [])] as { image: string }[]) {
+    const parts = splitImage(c.image);
+    if (parts.name !== entry.name) continue;
+    const name = entry.newName ?? parts.name;
+    if (entry.digest !== undefined) c.image = `${name}@${entry.digest}`;
+    else if (entry.newTag !== undefined) c.image = `${name}:${entry.newTag}`;
+    else
+      c.image = `${name}${parts.tag === undefined ? "" : `:${parts.tag}`}${parts.digest === undefined ? "" : `@${parts.digest}`}`;
+  }
+  return copy;
 }
 
 /** Every object of a multi-document YAML file. */

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { jsonPatch, renderKustomization } from "../src/kustomize";
+import { jsonPatch, renderKustomization, splitImage } from "../src/kustomize";
 
 // The reader that renders deploy/kubernetes without kubectl: RFC 6902 as Kustomize applies it, and a
 // refusal of any kustomization feature it does not know (rather than reading it wrongly).
@@ -29,6 +29,18 @@ describe("jsonPatch", () => {
   });
 });
 
+describe("splitImage", () => {
+  it("splits name, tag and digest, a registry port not taken for a tag", () => {
+    expect(splitImage("registry:5000/a/b:1.2@sha256:abc")).toStrictEqual({
+      name: "registry:5000/a/b",
+      tag: "1.2",
+      digest: "sha256:abc",
+    });
+    expect(splitImage("registry:5000/a/b")).toStrictEqual({ name: "registry:5000/a/b" });
+    expect(splitImage("b@sha256:abc")).toStrictEqual({ name: "b", digest: "sha256:abc" });
+  });
+});
+
 describe("renderKustomization", () => {
   let dir: string;
   beforeEach(() => {
@@ -38,8 +50,8 @@ describe("renderKustomization", () => {
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   it("refuses a feature it does not implement", () => {
-    writeFileSync(path.join(dir, "kustomization.yaml"), "resources: [a.yaml]\nimages:\n  - name: x\n    newTag: y\n");
-    expect(() => renderKustomization(dir)).toThrow('"images" is not a feature this reader supports');
+    writeFileSync(path.join(dir, "kustomization.yaml"), "resources: [a.yaml]\nconfigMapGenerator:\n  - name: x\n");
+    expect(() => renderKustomization(dir)).toThrow('"configMapGenerator" is not a feature this reader supports');
   });
 
   it("refuses an object defined twice and a patch whose target is missing", () => {
@@ -51,6 +63,23 @@ describe("renderKustomization", () => {
       "resources: [a.yaml]\npatches:\n  - path: p.yaml\n    target: { kind: Service, name: b }\n",
     );
     expect(() => renderKustomization(dir)).toThrow("its target Service/b is not there");
+  });
+
+  it("rewrites images as Kustomize does: a new name and tag, or a digest in place of the tag", () => {
+    writeFileSync(
+      path.join(dir, "d.yaml"),
+      "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      initContainers: [{ name: i, image: 'x/a:1' }]\n      containers: [{ name: c, image: 'x/a:1' }, { name: e, image: 'b:2' }]\n",
+    );
+    writeFileSync(
+      path.join(dir, "kustomization.yaml"),
+      "resources: [d.yaml]\nimages:\n  - { name: x/a, newName: r.example/x/a, digest: 'sha256:ff' }\n  - { name: b, newTag: '3' }\n",
+    );
+    const pod = renderKustomization(dir)[0]?.spec.template.spec;
+    expect([pod.initContainers[0].image, pod.containers[0].image, pod.containers[1].image]).toStrictEqual([
+      "r.example/x/a@sha256:ff",
+      "r.example/x/a@sha256:ff",
+      "b:3",
+    ]);
   });
 
   it("sets the namespace on namespaced objects and deletes with $patch: delete", () => {

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments } from "yaml";
 import {
   type K8sObject,
   KUBERNETES_DIR,
@@ -30,8 +30,20 @@ const own = (overlay: string, components: string[]): Kustomization => ({
   components: components.map((c) => `../${KUBERNETES_DIR}/components/${c}`),
 });
 
+/**
+ * The kustomization of one's own that docs/kubernetes.md shows (the yaml block that starts with its file
+ * name), its `<digest of your push>` filled in.
+ */
+export function docsKustomization(): Kustomization {
+  const docs = readFileSync(path.join(REPO_ROOT, "docs", "kubernetes.md"), "utf8");
+  const block = /```yaml\n(# my-localdecider\/kustomization\.yaml\n[\s\S]*?)```/.exec(docs)?.[1];
+  if (block === undefined) throw new Error("docs/kubernetes.md shows no my-localdecider/kustomization.yaml");
+  return parse(block.replaceAll("<digest of your push>", "0".repeat(64))) as Kustomization;
+}
+
 export const VARIANTS: Variant[] = [
   ...OVERLAYS.map((overlay) => ({ name: overlay, overlay })),
+  { name: "docs/kubernetes.md's own kustomization", own: docsKustomization() },
   {
     name: "llama-server + keda, service-monitor, postgres",
     own: own("llama-server", ["keda", "service-monitor", "postgres"]),
@@ -68,11 +80,7 @@ export function kubectlRender(variant: Variant): K8sObject[] {
     const temp = mkdtempSync(path.join(tmpdir(), "k8s-own-"));
     const k = variant.own as Kustomization;
     const rebase = (p: string) => path.relative(temp, path.resolve(REPO_ROOT, OWN_DIR, p));
-    const file = {
-      namespace: k.namespace,
-      resources: (k.resources ?? []).map(rebase),
-      components: (k.components ?? []).map(rebase),
-    };
+    const file = { ...k, resources: (k.resources ?? []).map(rebase), components: (k.components ?? []).map(rebase) };
     writeFileSync(path.join(temp, "kustomization.yaml"), JSON.stringify(file));
     dir = temp;
     cleanup = () => rmSync(temp, { recursive: true, force: true });
