@@ -1,4 +1,5 @@
 import { POLICY_CHECKS } from "../src/kubernetes";
+import { unknownFieldProblems } from "../src/kubernetes-fields";
 import { schemaProblems } from "../src/kubernetes-schemas";
 import type { K8sObject } from "../src/kustomize";
 import { container, find, render, VARIANTS, type Variant } from "./support/kubernetes";
@@ -14,6 +15,10 @@ const objectsOf = (name: string) => structuredClone(rendered.get(name) as K8sObj
 describe.each(VARIANTS.map((v) => [v.name, v] as [string, Variant]))("%s", (name) => {
   it("renders only objects valid against the Kubernetes schemas (1.33.0's, kinds served by 1.32)", () => {
     expect(schemaProblems(objectsOf(name))).toStrictEqual([]);
+  });
+
+  it("declares no field the schemas do not know (kubectl apply's strict field validation)", () => {
+    expect(unknownFieldProblems(objectsOf(name))).toStrictEqual([]);
   });
 
   it.each(Object.keys(POLICY_CHECKS))("keeps the %s policy", (check) => {
@@ -84,7 +89,7 @@ describe("every overlay", () => {
 
 /** Breaks one rule in a copy of a variant's objects; the named check must then report a problem. */
 interface Mutation {
-  check: keyof typeof POLICY_CHECKS | "schema";
+  check: keyof typeof POLICY_CHECKS | "schema" | "fields";
   variant: string;
   what: string;
   mutate(objects: K8sObject[]): K8sObject[] | undefined;
@@ -94,6 +99,30 @@ const FULL = "llama-server + keda, service-monitor, postgres";
 const dep = (o: K8sObject[], name: string) => find(o, "Deployment", name);
 
 const MUTATIONS: Mutation[] = [
+  {
+    check: "fields",
+    variant: "llama-server",
+    what: "a misspelt field of a topology spread",
+    mutate: (o) => {
+      dep(o, "todos").spec.template.spec.topologySpreadConstraints[0].whenUnsatisfiabel = "DoNotSchedule";
+    },
+  },
+  {
+    check: "fields",
+    variant: "llama-server",
+    what: "a misspelt metadata field",
+    mutate: (o) => {
+      find(o, "Service", "decider").metadata.label = { a: "b" };
+    },
+  },
+  {
+    check: "fields",
+    variant: FULL,
+    what: "a field a ScaledObject does not have",
+    mutate: (o) => {
+      find(o, "ScaledObject", "decider").specs = {};
+    },
+  },
   {
     check: "schema",
     variant: "llama-server",
@@ -501,7 +530,8 @@ const MUTATIONS: Mutation[] = [
 describe("each check fails when its rule is broken", () => {
   it.each(MUTATIONS.map((m) => [m.check, m.what, m] as [string, string, Mutation]))("%s: %s", (_check, _what, m) => {
     const objects = objectsOf(m.variant);
-    const run = m.check === "schema" ? schemaProblems : POLICY_CHECKS[m.check];
+    const run =
+      m.check === "schema" ? schemaProblems : m.check === "fields" ? unknownFieldProblems : POLICY_CHECKS[m.check];
     expect(run(objects)).toStrictEqual([]);
     const mutated = m.mutate(objects) ?? objects;
     expect(run(mutated).length).toBeGreaterThan(0);
@@ -509,7 +539,7 @@ describe("each check fails when its rule is broken", () => {
 
   it("covers every check", () => {
     expect([...new Set(MUTATIONS.map((m) => m.check))].sort()).toStrictEqual(
-      ["schema", ...Object.keys(POLICY_CHECKS)].sort(),
+      ["schema", "fields", ...Object.keys(POLICY_CHECKS)].sort(),
     );
   });
 });
