@@ -73,8 +73,8 @@ function walk(value: unknown, file: string, where: string, problems: string[]): 
     }
     const childFile = shape.fields.get(key);
     if (childFile === undefined) continue;
-    if (Array.isArray(child)) child.forEach((item, i) => walk(item, childFile, `${where}.${key}[${i}]`, problems));
-    else walk(child, childFile, `${where}.${key}`, problems);
+    if (!Array.isArray(child)) walk(child, childFile, `${where}.${key}`, problems);
+    else for (const [i, item] of child.entries()) walk(item, childFile, `${where}.${key}[${i}]`, problems);
   }
 }
 
