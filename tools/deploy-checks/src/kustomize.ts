@@ -7,7 +7,7 @@ import { REPO_ROOT } from "./repo";
  * A small reader of the Kustomize files in deploy/kubernetes, so that the objects a user would apply are
  * checked on a machine without kubectl (`pnpm test` runs on Node alone). It knows the few features those
  * files use and refuses any other key, so a kustomization that outgrows it fails here rather than being read
- * wrongly. Where kubectl is present, test/kubernetes.test.ts renders every overlay with `kubectl kustomize`
+ * wrongly. Where kubectl is present, test/kustomize-reader.test.ts renders every overlay with `kubectl kustomize`
  * too and requires the same objects.
  *
  * Supported: `resources` (YAML files and directories holding a kustomization), `components` (directories

@@ -7,7 +7,7 @@ import { container, find, render, VARIANTS, type Variant } from "./support/kuber
 // deploy/kubernetes (issue 34): every object a user would apply, from each overlay and from overlays with
 // the optional components, validated against the Kubernetes schemas offline and held to the policies of
 // src/kubernetes.ts. Rendered by this package's own reader of the kustomizations (src/kustomize.ts), so
-// that it runs on a Node-only machine; test/kubernetes-kubectl.test.ts holds the reader to kubectl.
+// that it runs on a Node-only machine; test/kustomize-reader.test.ts holds the reader to kubectl.
 
 const rendered = new Map(VARIANTS.map((v) => [v.name, render(v)]));
 const objectsOf = (name: string) => structuredClone(rendered.get(name) as K8sObject[]);

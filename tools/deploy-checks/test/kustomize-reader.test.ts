@@ -1,10 +1,14 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { jsonPatch, renderKustomization, splitImage } from "../src/kustomize";
+import { jsonPatch, objectId, renderKustomization, splitImage } from "../src/kustomize";
+import { findKubectl, kubectlRender, render, VARIANTS } from "./support/kubernetes";
 
 // The reader that renders deploy/kubernetes without kubectl: RFC 6902 as Kustomize applies it, and a
-// refusal of any kustomization feature it does not know (rather than reading it wrongly).
+// refusal of any kustomization feature it does not know (rather than reading it wrongly). Where kubectl is
+// present (the development machines), its own Kustomize renders every overlay to exactly the objects the
+// reader makes, which every other check reads. On a Node-only machine those tests are not defined (the
+// objects are still checked, from the reader, by test/kubernetes.test.ts).
 describe("jsonPatch", () => {
   const doc = { spec: { list: ["a", "b"], map: { k: 1 } } };
 
@@ -98,3 +102,21 @@ describe("renderKustomization", () => {
     ]);
   });
 });
+
+const kubectl = findKubectl();
+
+const byId = (objects: ReturnType<typeof render>) =>
+  Object.fromEntries(objects.map((o) => [`${o.metadata.namespace ?? ""}/${objectId(o)}`, o]));
+
+if (kubectl !== undefined) {
+  describe("kubectl kustomize", () => {
+    it.each(VARIANTS.map((v) => [v.name, v] as const))(
+      "renders %s to exactly the objects the reader makes",
+      (_name, v) => {
+        const theirs = kubectlRender(v);
+        expect(theirs.length).toBeGreaterThan(0);
+        expect(byId(render(v))).toStrictEqual(byId(theirs));
+      },
+    );
+  });
+}
