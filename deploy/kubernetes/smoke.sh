@@ -12,10 +12,12 @@
 # - No Secrets from the cluster: the rendered objects' secretKeyRef values are filled in, in a temporary
 #   directory, with a password made for this run; optional Secrets left unset are dropped.
 # - Deployments and the StatefulSet are played as one Pod each; probes, PodDisruptionBudgets,
-#   NetworkPolicies and autoscalers are Kubernetes' and not played.
+#   NetworkPolicies and autoscalers are Kubernetes' and not played. Ports are not declared (podman 4
+#   publishes every declared port on the host); each emptyDir is a directory of the run's own, mode 0777
+#   as a cluster makes one (podman 4.3 shares one named volume per name, owned as the image's directory).
 # - The base's decider asks the Service `model`: a stand-in model server (an OpenAI-compatible server on
-#   Node, the one tools/deploy-checks' image tests use) plays it, so a decision round-trips without
-#   downloading a model.
+#   Node, after the one tools/deploy-checks' image tests use, answering every call with the same
+#   distribution) plays it, so a decision round-trips without downloading a model; its answer means nothing.
 # Environment:
 #   NODE_BASE       an image to build FROM instead of the Dockerfiles' pinned node image (a local stand-in
 #                   where no registry is reachable: docs/deploy.md, "Building and running without a registry")
@@ -73,7 +75,7 @@ export HOSTS="postgres=${IP[postgres]},todos=${IP[todos]},model=${IP[model]},dec
 node - <<'JS'
 const fs = require("fs");
 const path = require("path");
-const { parseAllDocuments, stringify } = require(path.resolve("tools/deploy-checks/node_modules/yaml"));
+const { parseAllDocuments } = require(path.resolve("tools/deploy-checks/node_modules/yaml"));
 const { WORK, PGPASS, POSTGRES_IMAGE, HOSTS } = process.env;
 const objects = parseAllDocuments(fs.readFileSync(`${WORK}/rendered.yaml`, "utf8")).map((d) => d.toJS());
 const secrets = {
@@ -94,12 +96,35 @@ for (const o of objects.filter((x) => x.kind === "Deployment" || x.kind === "Sta
       return [{ name: e.name, value }];
     });
     if (POSTGRES_IMAGE && c.image.startsWith("postgres:")) c.image = POSTGRES_IMAGE;
+    // podman 4 publishes every containerPort on the host: reached by the pod's address instead, so the
+    // ports go, and probes name the port by number.
+    const numbers = Object.fromEntries((c.ports ?? []).map((p) => [p.name, p.containerPort]));
+    for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"]) {
+      const action = c[probe]?.httpGet ?? c[probe]?.tcpSocket;
+      if (action && typeof action.port === "string") action.port = numbers[action.port];
+    }
+    delete c.ports;
+  }
+  // An emptyDir in memory is a root-owned tmpfs under podman, where a cluster makes it writable to the pod
+  // (mode 0777, fsGroup): on disk, podman copies the image directory's owner and mode into it instead.
+  // podman 4.3 plays an emptyDir as a named volume of the volume's own name, shared by every pod that names
+  // one alike, and gives it the owner of the image's directory: each is a directory of this run's own
+  // instead, mode 0777 as a cluster makes an emptyDir.
+  for (const v of spec.volumes ?? []) {
+    if (!v.emptyDir) continue;
+    const dir = `${WORK}/empty-dirs/${o.metadata.name}-${v.name}`;
+    fs.mkdirSync(dir, { recursive: true });
+    fs.chmodSync(dir, 0o1777);
+    delete v.emptyDir;
+    v.hostPath = { path: dir, type: "Directory" };
   }
   for (const claim of o.spec.volumeClaimTemplates ?? []) {
     spec.volumes = [...(spec.volumes ?? []), { name: claim.metadata.name, persistentVolumeClaim: { claimName: `${claim.metadata.name}-${o.metadata.name}` } }];
   }
   spec.hostAliases = hostAliases;
-  pods[o.metadata.name] = { apiVersion: "v1", kind: "Pod", metadata: { name: o.metadata.name, labels: o.spec.template.metadata.labels }, spec };
+  // podman 4.3 fails to remove a finished "once" init container (it still counts it as running): kept instead.
+  const annotations = { "io.podman.annotations.init.container.type": "always" };
+  pods[o.metadata.name] = { apiVersion: "v1", kind: "Pod", metadata: { name: o.metadata.name, labels: o.spec.template.metadata.labels, annotations }, spec };
 }
 // The stand-in model server, in the todos image (it has Node): what the base's decider finds at `model`.
 const server = `
@@ -113,7 +138,9 @@ http.createServer((req, res) => {
   req.on("end", () => {
     const messages = JSON.parse(body).messages;
     const prefilled = messages[messages.length - 1]?.role === "assistant";
-    const top = [{ token: '"', logprob: Math.log(0.9), bytes: [34] }, { token: " ", logprob: Math.log(0.1), bytes: [32] }];
+    // The start-up check's continuation first, then a yes/no question's outcomes (JSON booleans).
+    const top = [{ token: '"', logprob: Math.log(0.5) }, { token: "true", logprob: Math.log(0.3) },
+      { token: "false", logprob: Math.log(0.15) }, { token: " ", logprob: Math.log(0.05) }];
     res.end(JSON.stringify({ id: "c", object: "chat.completion", created: 0, model: "qwen2.5-1.5b-instruct",
       choices: [{ index: 0, message: { role: "assistant", content: '"' }, finish_reason: "length", logprobs: { content: [{ ...top[0], top_logprobs: top }] } }],
       usage: { prompt_tokens: prefilled ? 11 : 10, completion_tokens: 1, total_tokens: 12 } }));
@@ -127,11 +154,14 @@ pods.model = {
   spec: {
     hostAliases,
     securityContext: { runAsNonRoot: true, runAsUser: 1000 },
-    containers: [{ name: "model", image: todosImage, command: ["node", "-e", server], ports: [{ containerPort: 8081 }],
+    // The script travels base64-encoded: podman 4.3's YAML reader stumbles on it written out.
+    containers: [{ name: "model", image: todosImage, command: ["node", "-e", 'eval(Buffer.from(process.env.SERVER, "base64").toString())'],
+      env: [{ name: "SERVER", value: Buffer.from(server).toString("base64") }],
       securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } } }],
   },
 };
-for (const [name, pod] of Object.entries(pods)) fs.writeFileSync(`${WORK}/${name}.yaml`, stringify(pod));
+// As JSON, which is YAML too.
+for (const [name, pod] of Object.entries(pods)) fs.writeFileSync(`${WORK}/${name}.yaml`, JSON.stringify(pod, null, 1));
 console.log(Object.keys(pods).join(" "));
 JS
 
@@ -144,7 +174,12 @@ for pod in postgres todos model decider; do
   podman kube play --network "$NET" --ip "${IP[$pod]}" "$WORK/$pod.yaml" > /dev/null
   echo "$pod played at ${IP[$pod]}"
   if [ "$pod" = postgres ]; then
-    for _ in $(seq 60); do podman exec postgres-postgres pg_isready -h 127.0.0.1 -U todos -d todos > /dev/null 2>&1 && break; sleep 1; done
+    # todos' init container needs the database: podman plays a pod's init containers to the end first.
+    for i in $(seq 60); do
+      podman exec postgres-postgres pg_isready -h 127.0.0.1 -U todos -d todos > /dev/null 2>&1 && break
+      [ "$i" = 60 ] && { podman logs postgres-postgres 2>&1 | tail -n 5; echo "postgres never ready" >&2; exit 1; }
+      sleep 1
+    done
   fi
 done
 
@@ -175,5 +210,5 @@ const wait = async (url) => {
 
 say "pods, and todos' migrate init container"
 podman pod ps --format '{{.Name}} {{.Status}} {{.NumberOfContainers}} containers'
-podman logs todos-migrate 2>&1 | tail -n 3
+podman logs todos-migrate 2>&1
 say "smoke run passed"
