@@ -122,8 +122,10 @@ for (const o of objects.filter((x) => x.kind === "Deployment" || x.kind === "Sta
     spec.volumes = [...(spec.volumes ?? []), { name: claim.metadata.name, persistentVolumeClaim: { claimName: `${claim.metadata.name}-${o.metadata.name}` } }];
   }
   spec.hostAliases = hostAliases;
-  // podman 4.3 fails to remove a finished "once" init container (it still counts it as running): kept instead.
+  // podman 4.3 fails to remove a finished "once" init container (it still counts it as running): kept
+  // instead, and the pod restarts containers only on failure (or the kept one reruns each time it exits).
   const annotations = { "io.podman.annotations.init.container.type": "always" };
+  spec.restartPolicy = "OnFailure";
   pods[o.metadata.name] = { apiVersion: "v1", kind: "Pod", metadata: { name: o.metadata.name, labels: o.spec.template.metadata.labels, annotations }, spec };
 }
 // The stand-in model server, in the todos image (it has Node): what the base's decider finds at `model`.
