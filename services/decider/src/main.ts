@@ -120,6 +120,20 @@ async function main(): Promise<void> {
     limits: shared === undefined ? "this process" : "shared through Redis",
     playground: playgroundEnabled(config) ? "/playground" : "off",
   });
+  // Said on a line of its own (and in /ready's body): replicas started without LOCALDECIDER_REDIS_URL each
+  // admit MAX_INFLIGHT per model server, so N of them send a server N times its slots.
+  if (shared === undefined) {
+    logger.info(
+      config.LOCALDECIDER_UPSTREAM === undefined
+        ? "limits are this process's own: each replica's embedded engine is its own model server"
+        : "limits are this process's own, not shared: run one replica, or set LOCALDECIDER_REDIS_URL for several",
+      {
+        limits: "this process",
+        maxInflight: config.LOCALDECIDER_MAX_INFLIGHT,
+        maxQueue: config.LOCALDECIDER_MAX_QUEUE,
+      },
+    );
+  }
   // After listening: /ready answers (503, with the state) while the model downloads and loads.
   backend.start();
 }

@@ -40,7 +40,13 @@ describe("internal addresses on the open endpoints", () => {
   it("one model server, no API key: /ready, /v1/models and /metrics name it `server 1`, never its address", async () => {
     d = deciderFor(urls[0] as string);
     const ready = await request(d.app).get("/ready");
-    expect(ready.body).toStrictEqual({ status: "ready", upstream: "server 1", model: "test-model", protocol: "chat" });
+    expect(ready.body).toStrictEqual({
+      status: "ready",
+      upstream: "server 1",
+      model: "test-model",
+      protocol: "chat",
+      limits: "this process",
+    });
     expect((await request(d.app).post("/v1/systemone").send(decision)).status).toBe(200);
     const models = await request(d.app).get("/v1/models");
     expect(models.body.backend).toStrictEqual({
@@ -74,6 +80,7 @@ describe("internal addresses on the open endpoints", () => {
         { server: "server 1", state: "ready", protocol: "chat" },
         { server: "server 2", state: "ready", protocol: "chat" },
       ],
+      limits: "this process",
     });
     const wrongKey = await request(d.app).get("/ready").set("authorization", "Bearer not-the-key");
     expect(wrongKey.body).toStrictEqual(asAnyone.body);
@@ -83,6 +90,7 @@ describe("internal addresses on the open endpoints", () => {
       upstream: urls.join(","),
       model: "test-model",
       servers: urls.map((server) => ({ server, state: "ready", protocol: "chat" })),
+      limits: "this process",
     });
     const models = await request(d.app).get("/v1/models").set("authorization", `Bearer ${KEY}`);
     expect(models.body.backend.address).toBe(urls.join(","));

@@ -121,6 +121,7 @@ describe("createDeciderClient against the running service", () => {
       upstream: h.upstream,
       model: "test-model",
       protocol: "chat",
+      limits: "this process",
     });
   });
 

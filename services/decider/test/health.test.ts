@@ -27,7 +27,13 @@ describe("GET /ready", () => {
     h = await harness({ apiKey: "k" });
     const res = await request(h.app).get("/ready");
     expect(res.status).toBe(200);
-    expect(res.body).toStrictEqual({ status: "ready", upstream: "server 1", model: "test-model", protocol: "chat" });
+    expect(res.body).toStrictEqual({
+      status: "ready",
+      upstream: "server 1",
+      model: "test-model",
+      protocol: "chat",
+      limits: "this process",
+    });
   });
 
   it("answers 503 with exactly 'inference backend returned HTTP 404' when the backend answers 404", async () => {
@@ -146,6 +152,14 @@ describe("GET /v1/models", () => {
       ],
       backend: { kind: "server", address: "server 1", model: "test-model", protocol: "chat" },
       calibration: { active: false },
+      // The same models as the `openai` SDK's client.models.list() reads them (created: the release date).
+      object: "list",
+      data: ["localdecider", "jev-latest", "jev"].map((id) => ({
+        id,
+        object: "model",
+        created: Date.parse("2026-11-22T00:00:00Z") / 1000,
+        owned_by: "localdecider",
+      })),
     });
   });
 });

@@ -31,7 +31,13 @@ describe("secrets", () => {
       expect((await request(d.app).post("/v1/systemone").set(auth).send(decision)).status).toBe(200);
       const ready = await request(d.app).get("/ready").set(auth);
       expect(ready.status).toBe(200);
-      expect(ready.body).toStrictEqual({ status: "ready", upstream: base, model: "test-model", protocol: "chat" });
+      expect(ready.body).toStrictEqual({
+        status: "ready",
+        upstream: base,
+        model: "test-model",
+        protocol: "chat",
+        limits: "this process",
+      });
       const basic = `Basic ${Buffer.from(`decider:${PASSWORD}`).toString("base64")}`;
       expect(fake.authorizations.length).toBeGreaterThanOrEqual(3);
       for (const header of fake.authorizations) expect(header).toBe(basic);

@@ -95,6 +95,7 @@ describe("several model servers", () => {
       upstream: labels.join(","),
       model: "test-model",
       servers: labels.map((server) => ({ server, state: "ready", protocol: "chat" })),
+      limits: "this process",
     });
   });
 

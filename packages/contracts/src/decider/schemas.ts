@@ -414,6 +414,13 @@ export const DeciderReadyResponse = z.object({
   /** One model server: the protocol its start-up check found (`servers` carry theirs with several). */
   protocol: UpstreamProtocol.optional(),
   servers: z.array(DeciderServerState).optional(),
+  /**
+   * Where MAX_INFLIGHT and MAX_QUEUE are counted: `shared through Redis` (LOCALDECIDER_REDIS_URL: every replica
+   * with that Redis shares them), or `this process` (each replica counts alone, so N replicas admit N times the
+   * limits: fine for one replica, or for the embedded engine, where each replica is its own model server).
+   * Absent from deciders older than this field.
+   */
+  limits: z.enum(["this process", "shared through Redis"]).optional(),
 });
 export type DeciderReadyResponse = z.infer<typeof DeciderReadyResponse>;
 

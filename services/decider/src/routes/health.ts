@@ -16,10 +16,14 @@ export const health: RouteHandler<DeciderRoutes["health"]> = () => ({ status: 20
  * /ready is open to anyone (probes carry no key), so it names no internal address: each model server is
  * named by its label (`server 1`, …) and the shared limits' Redis not at all. A caller holding the API key
  * (`keyHolder`: LOCALDECIDER_API_KEY set and its bearer sent) sees the addresses, and what failed on Redis.
+ *
+ * The 200 body says where the limits are counted (`limits`): without LOCALDECIDER_REDIS_URL each replica
+ * counts alone. That is said, never failed on: one replica needs no Redis, and an orchestrator that scaled a
+ * deployment past one without it is shown why it admits more than MAX_INFLIGHT per model server.
  */
 export function ready(
   gate: ModelGate,
-  limiter: Pick<UpstreamLimiter, "unavailable">,
+  limiter: Pick<UpstreamLimiter, "unavailable" | "shared">,
   pool: Pick<ServerPool, "states" | "servers">,
   upstream: string,
   model: string,
@@ -60,7 +64,14 @@ export function ready(
     const protocol = several || states[0] === undefined ? {} : protocolOf(states[0]);
     return {
       status: 200,
-      body: { status: "ready", upstream: shown, model, ...protocol, ...(several ? { servers } : {}) },
+      body: {
+        status: "ready",
+        upstream: shown,
+        model,
+        ...protocol,
+        ...(several ? { servers } : {}),
+        limits: limiter.shared === undefined ? "this process" : "shared through Redis",
+      },
     };
   };
 }

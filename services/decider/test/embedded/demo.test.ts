@@ -68,6 +68,7 @@ describe("LOCALDECIDER_MODEL=demo", () => {
         status: "ready",
         upstream: "embedded demo model (random weights: its answers are meaningless)",
         model: "localdecider-demo-random-weights",
+        limits: "this process",
       });
       const models = await request(d.app).get("/v1/models");
       expect(models.body.backend).toMatchObject({ kind: "embedded", source: DEMO_LABEL, state: "ready" });

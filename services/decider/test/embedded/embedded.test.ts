@@ -401,6 +401,7 @@ describe("the embedded engine", () => {
       status: "ready",
       upstream: "embedded",
       model: path.basename(modelFile, ".gguf"),
+      limits: "this process",
     });
   });
 });

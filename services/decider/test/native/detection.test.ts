@@ -55,6 +55,7 @@ describe("the protocol a model server speaks", () => {
         upstream: "server 1",
         model: "test-model",
         protocol: "systemone",
+        limits: "this process",
       });
       expect(lines.find((l) => l.message === "model server protocol")).toMatchObject({ protocol: "systemone", how });
       expect(fake.probes).toBe(probes);
