@@ -38,7 +38,7 @@ import { ANSWER_MODEL } from "../test/engine/answer-model";
 import { llamaServerBackend, type ProcessBackend, stopProcess } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
 import { cpuNs, type Decider, startDecider } from "./processes";
-import { median, questions } from "./workload";
+import { diffState, median, questions } from "./workload";
 
 const BIN = process.env.LLAMA_SERVER_BIN;
 const list = (value: string | undefined, fallback: number[]) =>
@@ -54,25 +54,6 @@ const logFile = (name: string) => (LOG_DIR === undefined ? undefined : path.join
 const FLAGS = (process.env.LLAMA_BENCH_FLAGS ?? "--cache-ram 0").split(" ").filter((f) => f !== "");
 /** Tokens of context per slot: the floor's prompt at 100 questions (about 8,500 here), with room to spare. */
 const SLOT_CONTEXT = 12288;
-
-/** A unified diff of about 1,600 tokens, different from the first line on for every seed. */
-export function diffState(seed: number): { diff: string } {
-  const lines = [`diff --git a/src/module_${seed}.ts b/src/module_${seed}.ts`, `--- a/src/module_${seed}.ts`];
-  lines.push(`+++ b/src/module_${seed}.ts`, `@@ -1,120 +1,124 @@ export class Service${seed} {`);
-  let x = seed * 2654435761;
-  const next = () => {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-    return x;
-  };
-  const words = ["value", "count", "total", "user", "order", "item", "limit", "cache", "retry", "state"];
-  for (let i = 0; i < 120; i++) {
-    const a = words[next() % words.length];
-    const b = words[next() % words.length];
-    const sign = i % 7 === 0 ? "-" : i % 5 === 0 ? "+" : " ";
-    lines.push(`${sign}  const ${a}_${i} = ${b}.compute(${next() % 1000}, "${a}-${seed}");`);
-  }
-  return { diff: lines.join("\n") };
-}
 
 /** The prometheus counter of prompt tokens the server evaluated (not taken from its cache). */
 async function promptTokens(server: string): Promise<number> {
