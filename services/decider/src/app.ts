@@ -25,6 +25,7 @@ import type { Backend } from "./backend";
 import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
+import { PROMPT_VERSION } from "./decide/prompt";
 import { deciderError } from "./errors";
 import type { UpstreamLimiter } from "./limits/limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
@@ -168,7 +169,7 @@ export function createApp(deps: AppDeps): DeciderApp {
       upstreamModel: deps.backend.model,
       describeBackend: () => deps.backend.describe(),
       upstreamAccepts: () => deps.backend.upstreamAccepts(),
-      calibration: deps.calibration?.describe() ?? { active: false },
+      calibration: deps.calibration?.describe() ?? { active: false, prompt_version: PROMPT_VERSION },
       keyHolder: keyHolder(deps.apiKey),
     }),
     {
