@@ -30,7 +30,7 @@ export function chatReads(
   return async (asked) => {
     const probes = prompt.probesOf(run.shown);
     const requests = asked.map((i) => probes[i] as ProbeRequest);
-    const call = { signal: run.controller.signal, slot: lease.slot };
+    const call = { signal: run.controller.signal, slot: lease.slot, cacheKey: run.cacheKey };
     const many = upstream.probeMany?.bind(upstream);
     const results =
       many !== undefined && requests.length > 1

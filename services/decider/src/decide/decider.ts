@@ -81,8 +81,15 @@ export class Decider {
     return servedModelName(this.options.upstreamModel);
   }
 
-  /** The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. */
-  async answer(request: SystemOneRequest, signal: AbortSignal): Promise<SystemOneResponse> {
+  /**
+   * The use case: the model asked for, the model served, plan, admit (or refuse whole), decide. `reused` is
+   * told, once answered, how many prompt tokens the backend took from its cache (the X-Cached-Tokens header).
+   */
+  async answer(
+    request: SystemOneRequest,
+    signal: AbortSignal,
+    reused?: (cachedTokens: number) => void,
+  ): Promise<SystemOneResponse> {
     const { state, questions } = request;
     const target = await this.target(request, signal);
     const plan = feasible(planRequest(questions, this.limitsFor(target)));
@@ -108,11 +115,14 @@ export class Decider {
         controller: new AbortController(),
         timedOut: false,
         usage: { input_tokens: 0, output_tokens: 0 },
+        cachedTokens: 0,
         absent: [],
         shown,
         affinity: shown.affinity,
       };
-      return await this.decide(run, signal);
+      const answered = await this.decide(run, signal);
+      reused?.(run.cachedTokens);
+      return answered;
     } finally {
       this.heldBytes -= weight;
     }

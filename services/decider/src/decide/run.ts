@@ -29,8 +29,12 @@ export interface RequestRun {
   /** Set when the request's deadline (LOCALDECIDER_TIMEOUT) passed: every failure after it is a 504. */
   timedOut: boolean;
   usage: { input_tokens: number; output_tokens: number };
+  /** Prompt tokens the backend took from its cache (ProbeUsage.cached), summed over the request's calls. */
+  cachedTokens: number;
   /** Outcomes estimated from the bound because no reported alternative could begin them. */
   absent: { question: string; outcomes: string[] }[];
+  /** The client's prompt_cache_key, when it gave one (ProbeOptions.cacheKey). */
+  cacheKey?: string | undefined;
   /** Prefers the slot that last held this request's state (one about the same state reads it once). */
   affinity: string;
 }
@@ -39,6 +43,7 @@ export interface RequestRun {
 export function countUsage(run: RequestRun, observer: DeciderObserver, usage: ProbeUsage): void {
   run.usage.input_tokens += usage.input;
   run.usage.output_tokens += usage.output;
+  run.cachedTokens += usage.cached ?? 0;
   observer.tokens(usage.input, usage.output);
 }
 

@@ -15,6 +15,8 @@ export interface NativeResult {
   completion_probabilities?: (NativeToken & { top_logprobs?: NativeToken[] })[];
   /** Prompt tokens the server evaluated for this prompt (not taken from the slot's cache). */
   "timings/prompt_n"?: number;
+  /** Prompt tokens the server took from the slot's cache. */
+  "timings/cache_n"?: number;
   tokens_predicted?: number;
   /** The text decoded (not the prompt). */
   content?: string;
@@ -26,6 +28,7 @@ export interface NativeResult {
 export const RESPONSE_FIELDS = [
   "completion_probabilities",
   "timings/prompt_n",
+  "timings/cache_n",
   "tokens_predicted",
   "content",
   "stop_type",

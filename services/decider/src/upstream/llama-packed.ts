@@ -184,7 +184,11 @@ function pieceWithoutLogprobs(result: NativeResult): boolean {
 
 function resultOf(result: NativeResult): ProbeResult {
   const first = result.completion_probabilities?.[0];
-  const usage = { input: result["timings/prompt_n"] ?? 0, output: result.tokens_predicted ?? 0 };
+  const usage = {
+    input: result["timings/prompt_n"] ?? 0,
+    output: result.tokens_predicted ?? 0,
+    cached: result["timings/cache_n"] ?? 0,
+  };
   if (first === undefined) {
     const content = result.content;
     return {

@@ -187,7 +187,11 @@ function resultOf(response: Completion, request: ProbeRequest): ProbeResult {
   return {
     alternatives: first === undefined ? null : (first.top_logprobs ?? []).map(alternative),
     emitted: first === undefined ? emittedText(choice.message?.content, request) : alternative(first),
-    usage: { input: Math.max(0, (usage?.prompt_tokens ?? 0) - cached), output: usage?.completion_tokens ?? 0 },
+    usage: {
+      input: Math.max(0, (usage?.prompt_tokens ?? 0) - cached),
+      output: usage?.completion_tokens ?? 0,
+      cached,
+    },
     ...(first === undefined ? { raw: truncated(JSON.stringify(response)) } : {}),
   };
 }

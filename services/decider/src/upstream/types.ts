@@ -48,12 +48,23 @@ export interface ProbeOptions {
   signal: AbortSignal;
   /** The slot's number, to keep every call of a request on one slot; undefined: the server chooses. */
   slot: number | undefined;
+  /**
+   * The client's `prompt_cache_key`, when it gave one: a backend that keeps recent states (the embedded
+   * engine's state store) then reuses only states kept under the same key. It only narrows: without it, or
+   * with it, a state is reused only for a prompt that begins with the very same tokens.
+   */
+  cacheKey?: string | undefined;
 }
 
 /** Tokens the backend evaluated (prompt tokens it did not take from its cache) and decoded. */
 export interface ProbeUsage {
   input: number;
   output: number;
+  /**
+   * Prompt tokens the backend took from its cache instead of evaluating them (a server's `cached_tokens` or
+   * `cache_n`, the embedded engine's kept states), when it says: `input` plus `cached` is the whole prompt.
+   */
+  cached?: number;
 }
 
 /** What a model server brought back for one probe: the top alternatives at the probed position. */
