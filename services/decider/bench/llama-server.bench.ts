@@ -10,7 +10,10 @@
  * - direct: the packed path's calls sent by this process itself (the decider's own modules, no HTTP hop
  *   to a decider): what the packed decider costs without its own time.
  *
- * Every request brings a state of its own (a unified diff of about 1,600 tokens), so none finds another's
+ * The workload is issue 33's code review (workload.ts): a diff of about 2,000 tokens, yes/no questions with
+ * criteria, choices of four described labels, scores of five named levels (BENCH_WORKLOAD=mixed: the short
+ * mixed questions and 1,600-token diff of before). The floor's prompt is the plain numbered list of the same
+ * texts (floorMessages). Every request brings a state of its own, so none finds another's
  * prompt cached; each round runs the four in a rotated order, so load from elsewhere falls on all of them.
  * With BENCH_THROUGHPUT=1, then throughput: 8 clients sending 16-question requests at once against
  * `--parallel 4`, beside one client.
@@ -38,7 +41,12 @@ import { ANSWER_MODEL } from "../test/engine/answer-model";
 import { llamaServerBackend, type ProcessBackend, stopProcess } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
 import { cpuNs, type Decider, startDecider } from "./processes";
-import { diffState, median, questions } from "./workload";
+import { diffState, floorMessages, median, questions, reviewQuestions, reviewState } from "./workload";
+
+const MIXED = process.env.BENCH_WORKLOAD === "mixed";
+/** The questions and the state of a request of `n` questions, on the workload chosen. */
+const questionsOf = (n: number) => (MIXED ? questions(n) : reviewQuestions(n));
+const stateOf = (seed: number) => (MIXED ? diffState(seed) : reviewState(seed));
 
 const BIN = process.env.LLAMA_SERVER_BIN;
 const list = (value: string | undefined, fallback: number[]) =>
@@ -64,7 +72,11 @@ async function promptTokens(server: string): Promise<number> {
 }
 
 /** The floor's one call: the same state and every question in one prompt, one token. */
-function floorBody(model: string, state: unknown, n: number): string {
+function floorBody(model: string, state: { diff: string }, n: number): string {
+  if (!MIXED) {
+    const messages = floorMessages(state, questionsOf(n));
+    return JSON.stringify({ model, messages, max_tokens: 1, temperature: 0 });
+  }
   const parts = Object.entries(questions(n) as Record<string, TextQuestion>).flatMap(([name, q]) => partsOf(name, q));
   const [all] = packPrompts(parts, {
     questionsPerCall: Number.POSITIVE_INFINITY,
@@ -85,7 +97,7 @@ async function post(url: string, body: string): Promise<void> {
  * prompt after another in slot 0.
  */
 async function directPacked(upstream: OpenAIUpstream, state: unknown, n: number): Promise<void> {
-  const plan = planRequest(questions(n) as Record<string, TextQuestion>, {
+  const plan = planRequest(questionsOf(n) as Record<string, TextQuestion>, {
     questionsPerCall: 16,
     outcomesPerCall: 128,
   });
@@ -205,14 +217,14 @@ async function main(): Promise<void> {
       const decide = (d: Decider, n: number) => (seed: number) =>
         post(
           `${d.url}/v1/systemone`,
-          JSON.stringify({ model: "localdecider", state: diffState(seed), questions: questions(n) }),
+          JSON.stringify({ model: "localdecider", state: stateOf(seed), questions: questionsOf(n) }),
         );
       for (const n of SIZES) {
         const ways: Way[] = [
-          { name: "floor", send: (seed) => post(chatURL, floorBody(server.model, diffState(seed), n)) },
+          { name: "floor", send: (seed) => post(chatURL, floorBody(server.model, stateOf(seed), n)) },
           { name: "chat", send: decide(chat, n), decider: chat.child },
           { name: "packed", send: decide(packed, n), decider: packed.child },
-          { name: "direct", send: (seed) => directPacked(upstream, diffState(seed), n) },
+          { name: "direct", send: (seed) => directPacked(upstream, stateOf(seed), n) },
         ];
         const got = new Map<Way["name"], Measured[]>(ways.map((w) => [w.name, []]));
         for (let round = 0; round <= REQUESTS; round++) {

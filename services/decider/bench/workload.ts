@@ -45,9 +45,10 @@ export function lineThrough(points: { calls: number; added: number }[]): { perRe
 /**
  * The code-review workload of issue 33, as a new user writes it: yes/no questions with true/false criteria,
  * scores with five named levels, choices of four labels with descriptions, in turn; each question's wording
- * its own (people ask different things), so no two prompts repeat a line.
+ * its own (people ask different things), so no two prompts repeat a line; `round` (e.g. "b") words a new set
+ * of the same shape, for a second request about the same state.
  */
-export function reviewQuestions(n: number): Record<string, unknown> {
+export function reviewQuestions(n: number, round = ""): Record<string, unknown> {
   const topics = ["error handling", "input validation", "logging", "the public API", "concurrency", "caching"];
   return Object.fromEntries(
     Array.from({ length: n }, (_, i) => {
@@ -55,20 +56,20 @@ export function reviewQuestions(n: number): Record<string, unknown> {
       const kind = i % 3;
       if (kind === 0) {
         return [
-          `tested_${i}`,
+          `tested_${i}${round}`,
           {
             type: "noul",
-            instructions: `Does the change to ${topic} in hunk ${i} come with a test that covers it?`,
+            instructions: `Does the change to ${topic} in hunk ${i}${round} come with a test that covers it?`,
             criteria: { true: "a new or updated test covers it", false: "no test covers it" },
           },
         ];
       }
       if (kind === 1) {
         return [
-          `area_${i}`,
+          `area_${i}${round}`,
           {
             type: "choice",
-            instructions: `Which layer does hunk ${i} mostly touch?`,
+            instructions: `Which layer does hunk ${i}${round} mostly touch?`,
             criteria: {
               api: "HTTP handlers and routes",
               storage: "database queries and migrations",
@@ -79,10 +80,10 @@ export function reviewQuestions(n: number): Record<string, unknown> {
         ];
       }
       return [
-        `risk_${i}`,
+        `risk_${i}${round}`,
         {
           type: "score",
-          instructions: `How risky is hunk ${i} for ${topic}?`,
+          instructions: `How risky is hunk ${i}${round} for ${topic}?`,
           criteria: ["none", "low", "moderate", "high", "critical"],
         },
       ];
