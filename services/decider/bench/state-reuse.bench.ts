@@ -65,7 +65,8 @@ async function measure(d: Decider, counter?: () => Promise<number>) {
     const second = await ask(d, seed, "b", counter);
     fresh.push(first);
     again.push(second);
-    shares.push(1 - (first.tokens - second.tokens) / stateTokens(seed));
+    // Below 0 (the second request evaluated fewer tokens than its questions alone take): none of the state.
+    shares.push(Math.max(0, 1 - (first.tokens - second.tokens) / stateTokens(seed)));
   }
   const ms = (list: Asked[]) => median(list.map((a) => a.ms));
   const tokens = (list: Asked[]) => median(list.map((a) => a.tokens));
