@@ -33,6 +33,7 @@ import type { DeciderObserver } from "./observer";
 import { deciderHandlers } from "./routes";
 import { inputLimitIssue, questionCount } from "./routes/input-limits";
 import { invalidBody } from "./routes/invalid-body";
+import { CACHED_TOKENS_HEADER } from "./routes/systemone";
 import { tooManyQuestions } from "./upstream/failure";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
@@ -142,7 +143,9 @@ export function createApp(deps: AppDeps): DeciderApp {
   deps.hooks?.beforeRoutes?.(app);
   if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
     const allowHeaders = [...CORS_DEFAULTS.allowHeaders, "x-typesafe-request-id"];
-    app.use(cors({ origins: deps.corsOrigins, allowHeaders }));
+    // A browser client reads X-Cached-Tokens (what the backend reused) only when it is exposed.
+    const exposeHeaders = [...CORS_DEFAULTS.exposeHeaders, CACHED_TOKENS_HEADER.toLowerCase()];
+    app.use(cors({ origins: deps.corsOrigins, allowHeaders, exposeHeaders }));
   }
   // Before any route, so that a request for a rebound name reads nothing and reaches no model server.
   if (deps.allowedHosts !== undefined) {
