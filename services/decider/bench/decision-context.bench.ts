@@ -14,7 +14,7 @@ import path from "node:path";
 import { stopProcess } from "../test/engine/backends";
 import { firstLine, startDecider } from "./processes";
 import { type ModelShape, shapedModelPath } from "./shaped-model";
-import { median, questions } from "./workload";
+import { median, questions, reviewQuestions } from "./workload";
 
 /**
  * The default shape: Qwen2.5's vocabulary (151,936 tokens) and attention layout (grouped-query,
@@ -37,6 +37,13 @@ const BATCH = 512;
 const REPS = Number(process.env.BENCH_REPS ?? 5);
 const DOC_LINES = Number(process.env.BENCH_DOC_LINES ?? 24);
 const SIZES = (process.env.BENCH_QUESTIONS ?? "1,16,100").split(",").map(Number);
+/**
+ * BENCH_WORKLOAD: `review` (default: the code-review questions of issue 33, yes/no with criteria, choices of
+ * four described labels, scores of five named levels) or `mixed` (the short mixed questions of before).
+ */
+const WORKLOAD = (n: number) => (process.env.BENCH_WORKLOAD === "mixed" ? questions(n) : reviewQuestions(n));
+/** BENCH_FLASH_AUTO=1 adds LlamaDecisionContext with flash attention `auto` (its default) as a third side. */
+const FLASH_AUTO = process.env.BENCH_FLASH_AUTO === "1";
 /** LlamaDecisionContext's default. */
 const PARALLEL = Number(process.env.BENCH_PARALLEL ?? 4);
 
@@ -53,7 +60,7 @@ function document(id: number): string {
 /** The same questions in LlamaDecisionContext's format (`instruction`; a choice's null keeps its key). */
 function decisionQuestions(n: number): Record<string, unknown> {
   return Object.fromEntries(
-    Object.entries(questions(n)).map(([key, q]) => {
+    Object.entries(WORKLOAD(n)).map(([key, q]) => {
       const { instructions, ...rest } = q as { instructions: string };
       return [key, { ...rest, instruction: instructions }];
     }),
@@ -79,7 +86,7 @@ async function ours(base: string, id: number, n: number): Promise<Timed> {
   const { status, json } = await post(`${base}/v1/systemone`, {
     model: "localdecider",
     state: { diff: document(id) },
-    questions: questions(n),
+    questions: WORKLOAD(n),
   });
   const ms = performance.now() - from;
   if (status !== 200) throw new Error(`decider: ${status} ${JSON.stringify(json)}`);
@@ -131,15 +138,17 @@ async function main(): Promise<void> {
       LOCALDECIDER_MAX_QUEUE: "1000",
     });
     children.push(decider.child);
-    const auto = await startPeer(model, "auto");
-    children.push(auto.child);
     const off = await startPeer(model, "off");
     children.push(off.child);
     const sides: Side[] = [
       { name: "ours", ask: (id, n) => ours(decider.url, id, n) },
-      { name: "LlamaDecisionContext", ask: (id, n) => theirs(auto.url, id, n) },
       { name: "LlamaDecisionContext, flash attention off", ask: (id, n) => theirs(off.url, id, n) },
     ];
+    if (FLASH_AUTO) {
+      const auto = await startPeer(model, "auto");
+      children.push(auto.child);
+      sides.push({ name: "LlamaDecisionContext", ask: (id, n) => theirs(auto.url, id, n) });
+    }
     let id = 0;
     const rows: string[] = [];
     for (const n of SIZES) {
@@ -155,9 +164,10 @@ async function main(): Promise<void> {
       }
       const ms = timed.map((t) => median(t.map((x) => x.ms)));
       const tokens = timed.map((t) => median(t.map((x) => x.tokens)));
-      const [o, a, f] = ms as [number, number, number];
+      const [o, f, a] = ms as [number, number, number | undefined];
+      const auto = a === undefined ? "" : ` ${a.toFixed(0)} | **${(o / a).toFixed(2)}×** |`;
       rows.push(
-        `| ${n} | ${o.toFixed(0)} | ${a.toFixed(0)} | ${f.toFixed(0)} | **${(o / a).toFixed(2)}×** | **${(o / f).toFixed(2)}×** | ${tokens.join(" / ")} |`,
+        `| ${n} | ${o.toFixed(0)} | ${f.toFixed(0)} | **${(o / f).toFixed(2)}×** |${auto} ${tokens.join(" / ")} |`,
       );
       process.stderr.write(
         `${n} questions: ${sides.map((side, s) => `${side.name} ${(timed[s] as Timed[]).map((t) => t.ms.toFixed(0)).join(" ")}`).join("; ")}\n`,
@@ -165,10 +175,10 @@ async function main(): Promise<void> {
     }
     process.stdout.write(
       `random-weight qwen2 ${JSON.stringify(SHAPE)}, F16 (${path.basename(model)}); threads ${THREADS}, context ${CONTEXT} per sequence, batch ${BATCH}; ` +
-        `LlamaDecisionContext parallelQuestions ${PARALLEL}; a new ${DOC_LINES}-line diff per request; ${REPS} requests per side and size, medians; ` +
+        `LlamaDecisionContext parallelQuestions ${PARALLEL}; a new ${DOC_LINES}-line diff per request; ${process.env.BENCH_WORKLOAD === "mixed" ? "mixed" : "code-review"} questions; ${REPS} requests per side and size, medians; ` +
         `${((performance.now() - began) / 1000).toFixed(0)} s in all\n\n` +
-        "| questions | ours ms | LlamaDecisionContext ms (flash attention auto) | LlamaDecisionContext ms (flash attention off) | ours / auto | ours / off | tokens evaluated: ours / auto / off |\n" +
-        "|---:|---:|---:|---:|---:|---:|---:|\n" +
+        `| questions | ours ms | LlamaDecisionContext ms (flash attention off) | ours / off |${FLASH_AUTO ? " LlamaDecisionContext ms (flash attention auto) | ours / auto |" : ""} tokens evaluated: ours / off${FLASH_AUTO ? " / auto" : ""} |\n` +
+        `|---:|---:|---:|---:|${FLASH_AUTO ? "---:|---:|" : ""}---:|\n` +
         `${rows.join("\n")}\n`,
     );
   } finally {

@@ -10,7 +10,10 @@
  * - direct: the packed path's calls sent by this process itself (the decider's own modules, no HTTP hop
  *   to a decider): what the packed decider costs without its own time.
  *
- * Every request brings a state of its own (a unified diff of about 1,600 tokens), so none finds another's
+ * The workload is issue 33's code review (workload.ts): a diff of about 2,000 tokens, yes/no questions with
+ * criteria, choices of four described labels, scores of five named levels (BENCH_WORKLOAD=mixed: the short
+ * mixed questions and 1,600-token diff of before). The floor's prompt is the plain numbered list of the same
+ * texts (floorMessages). Every request brings a state of its own, so none finds another's
  * prompt cached; each round runs the four in a rotated order, so load from elsewhere falls on all of them.
  * With BENCH_THROUGHPUT=1, then throughput: 8 clients sending 16-question requests at once against
  * `--parallel 4`, beside one client.
@@ -39,7 +42,12 @@ import { ANSWER_MODEL } from "../test/engine/answer-model";
 import { llamaServerBackend, type ProcessBackend, stopProcess } from "../test/engine/backends";
 import { tinyModelPath } from "../test/engine/tiny-model";
 import { cpuNs, type Decider, startDecider } from "./processes";
-import { median, questions } from "./workload";
+import { diffState, floorMessages, median, questions, reviewQuestions, reviewState } from "./workload";
+
+const MIXED = process.env.BENCH_WORKLOAD === "mixed";
+/** The questions and the state of a request of `n` questions, on the workload chosen. */
+const questionsOf = (n: number) => (MIXED ? questions(n) : reviewQuestions(n));
+const stateOf = (seed: number) => (MIXED ? diffState(seed) : reviewState(seed));
 
 /** The parts of one System One question, through the edge's translation into the internal form. */
 const partsOf = (name: string, question: SystemOneQuestion, size?: number) =>
@@ -64,25 +72,6 @@ const FLAGS = (process.env.LLAMA_BENCH_FLAGS ?? "--cache-ram 0").split(" ").filt
 /** Tokens of context per slot: the floor's prompt at 100 questions (about 8,500 here), with room to spare. */
 const SLOT_CONTEXT = 12288;
 
-/** A unified diff of about 1,600 tokens, different from the first line on for every seed. */
-export function diffState(seed: number): { diff: string } {
-  const lines = [`diff --git a/src/module_${seed}.ts b/src/module_${seed}.ts`, `--- a/src/module_${seed}.ts`];
-  lines.push(`+++ b/src/module_${seed}.ts`, `@@ -1,120 +1,124 @@ export class Service${seed} {`);
-  let x = seed * 2654435761;
-  const next = () => {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-    return x;
-  };
-  const words = ["value", "count", "total", "user", "order", "item", "limit", "cache", "retry", "state"];
-  for (let i = 0; i < 120; i++) {
-    const a = words[next() % words.length];
-    const b = words[next() % words.length];
-    const sign = i % 7 === 0 ? "-" : i % 5 === 0 ? "+" : " ";
-    lines.push(`${sign}  const ${a}_${i} = ${b}.compute(${next() % 1000}, "${a}-${seed}");`);
-  }
-  return { diff: lines.join("\n") };
-}
-
 /** The prometheus counter of prompt tokens the server evaluated (not taken from its cache). */
 async function promptTokens(server: string): Promise<number> {
   const text = await (await fetch(`${server}/metrics`)).text();
@@ -92,7 +81,11 @@ async function promptTokens(server: string): Promise<number> {
 }
 
 /** The floor's one call: the same state and every question in one prompt, one token. */
-function floorBody(model: string, state: unknown, n: number): string {
+function floorBody(model: string, state: { diff: string }, n: number): string {
+  if (!MIXED) {
+    const messages = floorMessages(state, questionsOf(n));
+    return JSON.stringify({ model, messages, max_tokens: 1, temperature: 0 });
+  }
   const parts = Object.entries(questions(n) as Record<string, TextQuestion>).flatMap(([name, q]) => partsOf(name, q));
   const [all] = packPrompts(parts, {
     questionsPerCall: Number.POSITIVE_INFINITY,
@@ -113,7 +106,7 @@ async function post(url: string, body: string): Promise<void> {
  * prompt after another in slot 0.
  */
 async function directPacked(upstream: OpenAIUpstream, state: unknown, n: number): Promise<void> {
-  const plan = planRequest(questions(n) as Record<string, TextQuestion>, {
+  const plan = planRequest(questionsOf(n) as Record<string, TextQuestion>, {
     questionsPerCall: 16,
     outcomesPerCall: 128,
   });
@@ -233,14 +226,14 @@ async function main(): Promise<void> {
       const decide = (d: Decider, n: number) => (seed: number) =>
         post(
           `${d.url}/v1/systemone`,
-          JSON.stringify({ model: "localdecider", state: diffState(seed), questions: questions(n) }),
+          JSON.stringify({ model: "localdecider", state: stateOf(seed), questions: questionsOf(n) }),
         );
       for (const n of SIZES) {
         const ways: Way[] = [
-          { name: "floor", send: (seed) => post(chatURL, floorBody(server.model, diffState(seed), n)) },
+          { name: "floor", send: (seed) => post(chatURL, floorBody(server.model, stateOf(seed), n)) },
           { name: "chat", send: decide(chat, n), decider: chat.child },
           { name: "packed", send: decide(packed, n), decider: packed.child },
-          { name: "direct", send: (seed) => directPacked(upstream, diffState(seed), n) },
+          { name: "direct", send: (seed) => directPacked(upstream, stateOf(seed), n) },
         ];
         const got = new Map<Way["name"], Measured[]>(ways.map((w) => [w.name, []]));
         for (let round = 0; round <= REQUESTS; round++) {

@@ -25,6 +25,7 @@ import type { Backend } from "./backend";
 import type { Calibration } from "./calibration/calibration";
 import { Decider } from "./decide/decider";
 import type { Limits } from "./decide/plan";
+import { PROMPT_VERSION } from "./decide/prompt";
 import { deciderError } from "./errors";
 import type { UpstreamLimiter } from "./limits/limiter";
 import { createDeciderMetrics, fanOut } from "./metrics";
@@ -34,6 +35,7 @@ import { deciderHandlers } from "./routes";
 import { inputLimitIssue, questionCount } from "./routes/input-limits";
 import { invalidBody } from "./routes/invalid-body";
 import { OPENAI_PATHS, openAIIssues, presentOpenAIError } from "./routes/openai-errors";
+import { CACHED_TOKENS_HEADER } from "./routes/systemone";
 import { tooManyQuestions } from "./upstream/failure";
 import { ModelGate } from "./upstream/model-gate";
 import { SERVICE_VERSION } from "./version";
@@ -148,7 +150,9 @@ export function createApp(deps: AppDeps): DeciderApp {
   deps.hooks?.beforeRoutes?.(app);
   if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
     const allowHeaders = [...CORS_DEFAULTS.allowHeaders, "x-typesafe-request-id"];
-    app.use(cors({ origins: deps.corsOrigins, allowHeaders }));
+    // A browser client reads X-Cached-Tokens (what the backend reused) only when it is exposed.
+    const exposeHeaders = [...CORS_DEFAULTS.exposeHeaders, CACHED_TOKENS_HEADER.toLowerCase()];
+    app.use(cors({ origins: deps.corsOrigins, allowHeaders, exposeHeaders }));
   }
   // Before any route, so that a request for a rebound name reads nothing and reaches no model server.
   if (deps.allowedHosts !== undefined) {
@@ -177,7 +181,7 @@ export function createApp(deps: AppDeps): DeciderApp {
       upstreamModel: deps.backend.model,
       describeBackend: () => deps.backend.describe(),
       upstreamAccepts: () => deps.backend.upstreamAccepts(),
-      calibration: deps.calibration?.describe() ?? { active: false },
+      calibration: deps.calibration?.describe() ?? { active: false, prompt_version: PROMPT_VERSION },
       keyHolder: keyHolder(deps.apiKey),
     }),
     {

@@ -88,6 +88,7 @@ export function createBackend(config: Config, logger: Logger, slots: number): Ba
       sequences: slots,
       contextSize: config.LOCALDECIDER_CONTEXT_SIZE,
       threads: config.LOCALDECIDER_THREADS,
+      stateCacheMiB: config.LOCALDECIDER_STATE_CACHE_MIB,
     },
     logger,
   });

@@ -36,6 +36,8 @@ export const CONFIG_DOCS: Record<keyof typeof configSchema.shape, string> = {
     "Embedded engine: tokens each sequence holds, i.e. the longest prompt (state + `QUESTIONS_PER_CALL` questions + answer) one call can have; `auto` is the model's training context, at most 8192 (a 255-label choice with short descriptions and a state of ~3,000 tokens fits). The context holds `MAX_INFLIGHT` such sequences.",
   LOCALDECIDER_THREADS:
     "Embedded engine: CPU threads per evaluation; `0` = one per math core of the machine (never more: threads beyond the cores spin against each other, measured 250× slower here). On a busy machine or with a tiny model, `1` is fastest.",
+  LOCALDECIDER_STATE_CACHE_MIB:
+    "Embedded engine: MiB for recent states kept beyond the `MAX_INFLIGHT` sequences, so that a state asked again (the same diff, the same ticket) is read from memory instead of evaluated again. Each kept state is one sequence's KV cache (224 MiB for Qwen2.5-1.5B at 8192 tokens), at most 4. `0`: none kept. What a request reused is reported (`X-Cached-Tokens` on System One, `cached_tokens` on Decisions): [performance-prompt.md](performance-prompt.md).",
   LOCALDECIDER_API_KEY:
     'When set, the `/v1` routes (`auth: "bearer"` in their contracts) require `Authorization: Bearer <key>` (constant-time compare; see [Bearer header](security.md#bearer-header): a key outside its token characters stops the start). `/health` and `/ready` stay open (a caller sending the key\'s bearer there sees the internal addresses the others do not: [What the open endpoints show](security.md#what-the-open-endpoints-show)). When unset, any bearer is accepted, and the [Host check](security.md#host-check-dns-rebinding) is on.',
   LOCALDECIDER_TIMEOUT:

@@ -81,6 +81,11 @@ export const configSchema = z
       .default("auto"),
     // Embedded engine: CPU threads per evaluation; 0 means one per math core of the machine.
     LOCALDECIDER_THREADS: int(0, 1024, 0),
+    // Embedded engine: MiB for recent states kept beyond the MAX_INFLIGHT sequences, so that a request about
+    // a state asked lately (the same diff, the same ticket) reads it from memory instead of evaluating it
+    // again. Each kept state is a sequence of the context (context size x the model's KV bytes per token:
+    // 224 MiB for Qwen2.5-1.5B at 8192 tokens), at most 4. 1024: four such states. 0: none kept.
+    LOCALDECIDER_STATE_CACHE_MIB: int(0, 1_048_576, 1024),
     // A key no client could send as a bearer token (RFC 6750 b64token) would refuse every request: refused here.
     LOCALDECIDER_API_KEY: text()
       .refine(isBearerToken, {

@@ -44,7 +44,9 @@ async function main(): Promise<void> {
   const timeoutMs = config.LOCALDECIDER_TIMEOUT * 1000;
   // Before the backend: a bad calibration file stops the start before any model is fetched or loaded.
   const calibration =
-    config.LOCALDECIDER_CALIBRATION === undefined ? undefined : loadCalibration(config.LOCALDECIDER_CALIBRATION, dir);
+    config.LOCALDECIDER_CALIBRATION === undefined
+      ? undefined
+      : loadCalibration(config.LOCALDECIDER_CALIBRATION, dir, PROMPT_VERSION);
   // The embedded engine's model given as a path must be there: a typo or a missing mount stops the start.
   const modelFile = embeddedModelFile(config);
   if (modelFile !== undefined) checkModelFile(loaded.LOCALDECIDER_MODEL, modelFile);
@@ -134,6 +136,9 @@ async function main(): Promise<void> {
       },
     );
   }
+  const calibrationWarning = calibration?.warning;
+  if (calibrationWarning !== undefined)
+    logger.warn("calibration fitted on another prompt", { reason: calibrationWarning });
   // After listening: /ready answers (503, with the state) while the model downloads and loads.
   backend.start();
 }

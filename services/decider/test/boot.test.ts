@@ -67,6 +67,8 @@ describe("the decider at boot", () => {
     expect(preflight.headers.get("access-control-allow-headers")).toContain("x-typesafe-request-id");
     const models = await fetch(`${process_.url}/v1/models`, { headers: { origin: app } });
     expect([models.status, models.headers.get("access-control-allow-origin")]).toStrictEqual([200, app]);
+    // What the backend reused (X-Cached-Tokens) is readable by the page.
+    expect(models.headers.get("access-control-expose-headers")).toContain("x-cached-tokens");
     const other = await fetch(`${process_.url}/v1/models`, { headers: { origin: "https://elsewhere.example" } });
     expect(other.headers.get("access-control-allow-origin")).toBeNull();
     await process_.stop();

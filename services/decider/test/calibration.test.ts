@@ -94,6 +94,41 @@ describe("POST /v1/systemone with a calibration", () => {
   });
 });
 
+describe("a calibration fitted on another prompt version", () => {
+  let h: Harness | undefined;
+  afterEach(async () => {
+    await h?.close();
+  });
+
+  it("is applied, and GET /v1/models says which versions differ in a warning", async () => {
+    const calibration = new Calibration({ ...file, prompt_version: "3" }, "4");
+    expect(calibration.warning).toContain("fitted on prompt version 3, this decider uses prompt version 4");
+    h = await harness({ calibration });
+    const res = await request(h.app).get("/v1/models");
+    expect(res.body.calibration).toMatchObject({
+      active: true,
+      prompt_version: "4",
+      fitted_prompt_version: "3",
+      warning: calibration.warning,
+    });
+  });
+
+  it("warns when the file does not name its prompt version, and not when it names the decider's", () => {
+    expect(new Calibration(file, "4").warning).toContain("does not name the prompt version");
+    const same = new Calibration({ ...file, prompt_version: "4" }, "4");
+    expect(same.warning).toBeUndefined();
+    expect(same.describe()).toMatchObject({ prompt_version: "4", fitted_prompt_version: "4" });
+    expect(same.describe()).not.toHaveProperty("warning");
+  });
+
+  it("is read from the file with the decider's prompt version", () => {
+    const dir = mkdtempSync(join(tmpdir(), "calibration-"));
+    const path = join(dir, "v3.json");
+    writeFileSync(path, JSON.stringify({ ...file, prompt_version: "3" }));
+    expect(loadCalibration(path, dir, "4").warning).toContain("prompt version 3");
+  });
+});
+
 describe("loadCalibration", () => {
   const dir = mkdtempSync(join(tmpdir(), "calibration-"));
 

@@ -164,6 +164,7 @@ describe("every variable refuses values that can never work, naming itself", () 
       ["4096.5", 'expected "auto" or a whole number of tokens from 256 to 1048576'],
     ],
     LOCALDECIDER_THREADS: [["-1", '"-1" is out of range: expected a whole number 0-1024 (default 0)']],
+    LOCALDECIDER_STATE_CACHE_MIB: [["-1", '"-1" is out of range: expected a whole number 0-1048576 (default 1024)']],
     // A key no client could send as a bearer token (RFC 6750 b64token) stops the start.
     LOCALDECIDER_API_KEY: [
       [

@@ -7,6 +7,7 @@ import { CalibrationFile } from "@localdecider/contracts/decider";
 import { spawnTracked } from "@localdecider/test-env/processes";
 import request from "supertest";
 import { loadCalibration } from "../src/calibration/load";
+import { PROMPT_VERSION } from "../src/decide/prompt";
 import { ModelFileServer } from "./embedded/model-server";
 import { tinyModelPath } from "./engine/tiny-model";
 import { deciderFor, type Harness, harness, listen } from "./helpers";
@@ -215,9 +216,13 @@ describe("pnpm decider eval --fit against an over-confident model", () => {
         method: "temperature",
         version: 1,
         fitted_at: file.fitted_at,
+        // The fit recorded the prompt version the answers came from: the service's own, so no warning.
+        prompt_version: PROMPT_VERSION,
+        fitted_prompt_version: PROMPT_VERSION,
         data: file.data,
         temperatures: { types: { noul: t }, names: {} },
       });
+      expect(file.prompt_version).toBe(PROMPT_VERSION);
       const again = join(dir, "again");
       const second = await runCli(
         evalArgs(data, service.url, again, "--fit", "--bootstrap", "0", "--min-per-name", "100000", "--no-charts"),

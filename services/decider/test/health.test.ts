@@ -1,5 +1,6 @@
 import { createLogger } from "@localdecider/service-kit";
 import request from "supertest";
+import { PROMPT_VERSION } from "../src/decide/prompt";
 import { capturingLogger, type Harness, harness } from "./helpers";
 
 describe("GET /health", () => {
@@ -151,7 +152,7 @@ describe("GET /v1/models", () => {
         },
       ],
       backend: { kind: "server", address: "server 1", model: "test-model", protocol: "chat" },
-      calibration: { active: false },
+      calibration: { active: false, prompt_version: PROMPT_VERSION },
       // The same models as the `openai` SDK's client.models.list() reads them (created: the release date).
       object: "list",
       data: ["localdecider", "jev-latest", "jev"].map((id) => ({

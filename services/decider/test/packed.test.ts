@@ -71,6 +71,11 @@ describe("a llama.cpp server's prompts in one /completion call each", () => {
     expect(SystemOneResponse.parse(a.body)).toStrictEqual(a.body);
     // The same distributions read the same way: the same answers and the same usage, to the last bit.
     expect(a.body).toStrictEqual(b.body);
+    // What the server took from its cache (timings/cache_n, cached_tokens) in X-Cached-Tokens, the same both ways:
+    // the second and third probes read the shared prompt from the slot.
+    expect(Number(a.headers["x-cached-tokens"])).toBeGreaterThan(0);
+    expect(a.headers["x-cached-tokens"]).toBe(b.headers["x-cached-tokens"]);
+    expect(packed.fake.completions[0]).toMatchObject({ response_fields: expect.arrayContaining(["timings/cache_n"]) });
     expect([packed.fake.calls, packed.fake.requests.length, packed.fake.completions.length]).toStrictEqual([1, 0, 1]);
     expect([chat.fake.calls, chat.fake.requests.length, chat.fake.completions.length]).toStrictEqual([3, 3, 0]);
     const call = packed.fake.completions[0] as Record<string, unknown>;

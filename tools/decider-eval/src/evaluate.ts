@@ -250,6 +250,7 @@ function fitAndReport(
     minPerName: options.minPerName,
     records: trainRecords,
     source: basename(options.data),
+    promptVersion: active?.prompt_version,
   });
   const calibration = active?.active === true ? composeWithActive(active, fitted) : fitted;
   const bootstrap = { samples: options.bootstrap, seed: options.seed };

@@ -70,6 +70,8 @@ export interface FitOptions {
   records: number;
   source?: string;
   now?: Date;
+  /** The decider's prompt version the answers came from (GET /v1/models), recorded in the file. */
+  promptVersion?: string | undefined;
 }
 
 /** A temperature per question type, and per question name with at least `minPerName` training answers. */
@@ -95,6 +97,7 @@ export function fitCalibration(train: readonly LabelledAnswer[], options: FitOpt
     version: CALIBRATION_VERSION,
     method: "temperature",
     fitted_at: (options.now ?? new Date()).toISOString(),
+    ...(options.promptVersion === undefined ? {} : { prompt_version: options.promptVersion }),
     data: {
       records: options.records,
       answers: train.length,

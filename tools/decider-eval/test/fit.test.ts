@@ -79,6 +79,13 @@ describe("fitCalibration", () => {
     expect(file.names.big).toStrictEqual({ type: "noul", temperature: expect.closeTo(2, 3), count: 90 });
   });
 
+  it("records the decider's prompt version the answers came from, when known", () => {
+    const answers = exactYesNo(2, "a");
+    const file = fitCalibration(answers, { minPerName: 1, records: 1, now, promptVersion: "4" });
+    expect(CalibrationFile.parse(file).prompt_version).toBe("4");
+    expect(fitCalibration(answers, { minPerName: 1, records: 1, now })).not.toHaveProperty("prompt_version");
+  });
+
   it("gives no name of its own to a name asked as two types", () => {
     const answers = [...exactYesNo(2, "both"), ...exactYesNo(2, "both", "choice")];
     expect(fitCalibration(answers, { minPerName: 1, records: 1, now }).names).toStrictEqual({});

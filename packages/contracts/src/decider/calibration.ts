@@ -32,6 +32,12 @@ export const CalibrationFile = z.strictObject({
   method: z.literal("temperature"),
   /** ISO 8601 date-time of the fit. */
   fitted_at: z.iso.datetime({ offset: true }),
+  /**
+   * The decider's prompt version the answers were fitted on (GET /v1/models' `calibration.prompt_version`
+   * at the fit). Answers depend on the prompt, so a decider on another version warns that the temperatures
+   * may no longer fit. Absent in files written before it was recorded (unknown: the decider warns too).
+   */
+  prompt_version: z.string().min(1).max(32).optional(),
   /** The labelled data the fit used (records and answers in the training split). */
   data: z.strictObject({
     records: z.number().int().min(0),

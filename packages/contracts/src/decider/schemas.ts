@@ -352,12 +352,22 @@ export type BackendInfo = z.infer<typeof BackendInfo>;
  * and temperatures (LOCALDECIDER_CALIBRATION; see calibration.ts).
  */
 export const ModelsCalibration = z.union([
-  z.strictObject({ active: z.literal(false) }),
+  z.strictObject({
+    active: z.literal(false),
+    /** The decider's prompt version: what a calibration fitted now is fitted on. */
+    prompt_version: z.string().optional(),
+  }),
   z.strictObject({
     active: z.literal(true),
     method: z.literal("temperature"),
     version: z.number().int(),
     fitted_at: z.string(),
+    /** The decider's prompt version: what a calibration fitted now is fitted on. */
+    prompt_version: z.string().optional(),
+    /** The prompt version the file was fitted on (absent: the file does not say). */
+    fitted_prompt_version: z.string().optional(),
+    /** Set when the file was fitted on another prompt version (or does not say): its temperatures may not fit. */
+    warning: z.string().optional(),
     data: z.object({ records: z.number().int(), answers: z.number().int(), source: z.string().optional() }),
     temperatures: z.object({
       types: z.object({ noul: z.number().optional(), choice: z.number().optional(), score: z.number().optional() }),

@@ -18,7 +18,7 @@ const READ_FAULTS: Record<string, string> = {
  * an error naming the file, where it was looked for, and what is wrong, so the service stops instead of
  * answering uncalibrated.
  */
-export function loadCalibration(configured: string, dir = process.cwd()): Calibration {
+export function loadCalibration(configured: string, dir = process.cwd(), promptVersion?: string): Calibration {
   const file = path.resolve(dir, configured);
   const shown = path.isAbsolute(configured) ? configured : `${configured} (looked for at ${file})`;
   const fail = (why: string) => new Error(`LOCALDECIDER_CALIBRATION: calibration file ${shown}: ${why}`);
@@ -41,5 +41,5 @@ export function loadCalibration(configured: string, dir = process.cwd()): Calibr
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`);
     throw fail(`is not a localdecider calibration file (version 1): ${issues.join("; ")}`);
   }
-  return new Calibration(parsed.data);
+  return new Calibration(parsed.data, promptVersion);
 }

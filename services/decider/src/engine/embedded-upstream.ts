@@ -291,15 +291,18 @@ export class EmbeddedUpstream implements Upstream, ReadinessProbe {
    * once and evaluated once in the slot's sequence, then each probe's own tokens (LlamaEngine.scoreMany). Each
    * result counts what its probe evaluated; the first also the shared prompt, when it was not in the sequence.
    */
-  async probeMany(requests: readonly ProbeRequest[], { signal, slot }: ProbeOptions): Promise<ScoredResult[]> {
+  async probeMany(requests: readonly ProbeRequest[], { signal, cacheKey }: ProbeOptions): Promise<ScoredResult[]> {
     if (this.state.phase !== "ready") {
       // The model gate refuses decisions before they get here; this is only a backstop.
       throw new UpstreamError({ kind: "not_ready", status: 503, detail: "the embedded model is not loaded" });
     }
     const { engine } = this.state;
     try {
-      const results = await engine.scoreMany(requests, signal, slot);
-      return results.map(({ scores, evaluated }) => ({ scores, usage: { input: evaluated, output: 0 } }));
+      const results = await engine.scoreMany(requests, signal, cacheKey);
+      return results.map(({ scores, evaluated, cached }) => ({
+        scores,
+        usage: { input: evaluated, output: 0, cached },
+      }));
     } catch (err) {
       if (signal.aborted) throw new UpstreamError({ kind: "aborted" });
       // Each sequence has a context of its own: a prompt that does not fit does not fit alone.

@@ -12,6 +12,13 @@ export interface EngineOptions {
   /** Sequences of the one context: LOCALDECIDER_MAX_INFLIGHT, so every slot the limiter lends has one. */
   sequences: number;
   /**
+   * LOCALDECIDER_STATE_CACHE_MIB: memory for states kept beyond those sequences (more sequences of the same
+   * context, each holding what it evaluated last: see SequencePool). Each kept state takes a whole sequence's
+   * KV cache (context size x the model's KV bytes per token), so the cap buys floor(cap / that) states, at
+   * most MAX_KEPT_STATES. 0 or absent: none kept beyond the slots' own.
+   */
+  stateCacheMiB?: number;
+  /**
    * Tokens each sequence holds (LOCALDECIDER_CONTEXT_SIZE): the longest prompt one call can have; `auto`:
    * the model's training context, at most AUTO_CONTEXT_TOKENS.
    */
@@ -30,6 +37,43 @@ export interface EngineOptions {
  */
 export const AUTO_CONTEXT_TOKENS = 8192;
 
+/**
+ * The most states kept beyond the slots' own, whatever the cap: "the last few distinct states" a client asks
+ * about again (a review's diff, a ticket). Not more: each is a sequence of the context, and a context of 18
+ * sequences (2 slots, 16 kept) answered a one-question request about 1.5x slower than one of 2 in two
+ * runs side by side on the benchmarks' shaped model, where 6 (4 kept) was not slower.
+ */
+export const MAX_KEPT_STATES = 4;
+
+/**
+ * Bytes of KV cache one token takes in one sequence: K and V (F16, node-llama-cpp's default cache type) of
+ * every layer's KV heads, from the GGUF's metadata; undefined when the file does not say.
+ */
+export function kvBytesPerToken(
+  metadata: Record<string, unknown>,
+  architecture: string | undefined,
+): number | undefined {
+  const arch = architecture === undefined ? undefined : (metadata[architecture] as Record<string, unknown> | undefined);
+  if (arch === undefined) return undefined;
+  const attention = (arch.attention ?? {}) as Record<string, unknown>;
+  const layers = arch.block_count;
+  const width = arch.embedding_length;
+  const heads = attention.head_count;
+  const kvHeadsField = attention.head_count_kv ?? heads;
+  const kvHeads = Array.isArray(kvHeadsField) ? Math.max(...(kvHeadsField as number[])) : kvHeadsField;
+  if (typeof layers !== "number" || typeof width !== "number" || typeof heads !== "number") return undefined;
+  if (typeof kvHeads !== "number") return undefined;
+  const keyLength = typeof attention.key_length === "number" ? attention.key_length : width / heads;
+  const valueLength = typeof attention.value_length === "number" ? attention.value_length : width / heads;
+  return layers * kvHeads * (keyLength + valueLength) * 2;
+}
+
+/** How many states a cap of `mib` keeps for sequences of `contextSize` tokens (0 when unknown or too small). */
+export function keptStatesFor(mib: number, contextSize: number, bytesPerToken: number | undefined): number {
+  if (mib <= 0 || bytesPerToken === undefined || bytesPerToken <= 0) return 0;
+  return Math.min(MAX_KEPT_STATES, Math.floor((mib * 1024 * 1024) / (contextSize * bytesPerToken)));
+}
+
 /** What GET /v1/models and the start-up log say of the loaded model. */
 export interface EngineInfo {
   /** The GGUF file's name. */
@@ -41,11 +85,22 @@ export interface EngineInfo {
   /** Tokens per sequence, as created (llama.cpp may round up). */
   contextSize: number;
   sequences: number;
+  /** States kept beyond the slots' sequences (LOCALDECIDER_STATE_CACHE_MIB), each a sequence of its own. */
+  keptStates: number;
+  /** Memory the kept states take (their KV cache), in bytes; 0 when none are kept. */
+  keptStatesBytes: number;
   trainContextSize: number;
   /** What evaluates: `cpu`, or the GPU backend node-llama-cpp chose (`cuda`, `vulkan`, `metal`). */
   backend: string;
   /** CPU threads per evaluation. */
   threads: number;
+}
+
+/** A probe's scores, the tokens it evaluated, and the tokens of its prompt taken from the sequence instead. */
+export interface Scored {
+  scores: number[];
+  evaluated: number;
+  cached: number;
 }
 
 /** Token ids of one outcome after the part of the prompt all outcomes share, and where its score goes. */
@@ -116,9 +171,12 @@ export class LlamaEngine {
       const threads = options.threads > 0 ? options.threads : Math.max(1, llama.cpuMathCores);
       const contextSize =
         options.contextSize === "auto" ? Math.min(model.trainContextSize, AUTO_CONTEXT_TOKENS) : options.contextSize;
+      const metadata = model.fileInfo.metadata as unknown as Record<string, unknown>;
+      const perToken = kvBytesPerToken(metadata, model.fileInfo.metadata.general.architecture);
+      const keptStates = keptStatesFor(options.stateCacheMiB ?? 0, contextSize, perToken);
       const context = await model.createContext({
         contextSize,
-        sequences: options.sequences,
+        sequences: options.sequences + keptStates,
         flashAttention: false,
         threads,
       });
@@ -130,7 +188,9 @@ export class LlamaEngine {
           fileType === undefined ? "unknown" : String(lib.GgufFileType[fileType] ?? fileType).replace(/^MOSTLY_/, ""),
         sizeBytes: model.size,
         contextSize: context.contextSize,
-        sequences: context.totalSequences,
+        sequences: context.totalSequences - keptStates,
+        keptStates,
+        keptStatesBytes: keptStates * context.contextSize * (perToken ?? 0),
         trainContextSize: model.trainContextSize,
         backend: llama.gpu === false ? "cpu" : llama.gpu,
         threads,
@@ -199,10 +259,10 @@ export class LlamaEngine {
     messages: readonly ChatMessage[],
     continuations: readonly string[],
     signal: AbortSignal,
-    slot?: number,
-  ): Promise<{ scores: number[]; evaluated: number }> {
-    const [only] = await this.scoreMany([{ messages, continuations }], signal, slot);
-    return only as { scores: number[]; evaluated: number };
+    cacheKey?: string,
+  ): Promise<Scored> {
+    const [only] = await this.scoreMany([{ messages, continuations }], signal, cacheKey);
+    return only as Scored;
   }
 
   /**
@@ -213,23 +273,25 @@ export class LlamaEngine {
    * each further position once for all outcomes that pass through it. At an outcome's first position the
    * normaliser is left out (it is common to every outcome of the probe, so renormalising over them cancels
    * it); past it, each position's normaliser is summed in float64 over the whole vocabulary. `evaluated`:
-   * the tokens each probe evaluated (not taken from the sequence's cache).
+   * the tokens each probe evaluated; `cached`: the tokens of its prompt taken from the sequence instead.
+   * The sequence is the free one holding the longest prefix of the prompt under the same `cacheKey` (see
+   * SequencePool): a state asked about lately is found evaluated.
    */
-  async scoreMany(
-    probes: readonly ScoreRequest[],
-    signal: AbortSignal,
-    slot?: number,
-  ): Promise<{ scores: number[]; evaluated: number }[]> {
+  async scoreMany(probes: readonly ScoreRequest[], signal: AbortSignal, cacheKey?: string): Promise<Scored[]> {
     const { prefix, tails } = await this.prepare(probes, signal);
     const plans = tails.map((outcomes) => planProbe(prefix, outcomes));
     signal.throwIfAborted();
-    const sequence = await this.pool.acquire(plans[0]?.context ?? prefix, slot);
+    const { sequence, reuse } = await this.pool.acquire(plans[0]?.context ?? prefix, cacheKey);
     try {
-      const results: { scores: number[]; evaluated: number }[] = [];
+      // Kept under another key: nothing of it is reused, not even a prefix the prompts share.
+      if (!reuse && sequence.nextTokenIndex > 0) await sequence.clearHistory();
+      const results: Scored[] = [];
       for (const plan of plans) {
         const scores = plan.pending.map(() => 0);
-        const evaluated = await this.scoreAt(sequence, plan.context, plan.pending, scores, signal, true);
-        results.push({ scores, evaluated });
+        const { total, head } = await this.scoreAt(sequence, plan.context, plan.pending, scores, signal, true);
+        // The probe's prompt (and its outcomes' shared start) was read from the sequence but for what was
+        // evaluated of it; its outcomes' deeper positions are evaluated beyond it.
+        results.push({ scores, evaluated: total, cached: plan.context.length - head });
       }
       return results;
     } finally {
@@ -237,7 +299,10 @@ export class LlamaEngine {
     }
   }
 
-  /** Adds, for every pending outcome, its next token's log probability after `context`, then goes deeper. */
+  /**
+   * Adds, for every pending outcome, its next token's log probability after `context`, then goes deeper.
+   * Returns the tokens evaluated in all, and of `context` itself (the rest of it came from the sequence).
+   */
   private async scoreAt(
     sequence: NodeLlamaCpp.LlamaContextSequence,
     context: number[],
@@ -245,7 +310,7 @@ export class LlamaEngine {
     scores: number[],
     signal: AbortSignal,
     first: boolean,
-  ): Promise<number> {
+  ): Promise<{ total: number; head: number }> {
     signal.throwIfAborted();
     const nextTokens = [...new Set(pending.map((p) => p.tail[0] as number))];
     const { next, evaluated } = await evaluateAfter(
@@ -268,9 +333,11 @@ export class LlamaEngine {
         scores[p.index] = (scores[p.index] as number) + logit - normaliser;
         if (p.tail.length > 1) deeper.push({ index: p.index, tail: p.tail.slice(1) });
       }
-      if (deeper.length > 0) total += await this.scoreAt(sequence, [...context, token], deeper, scores, signal, false);
+      if (deeper.length > 0) {
+        total += (await this.scoreAt(sequence, [...context, token], deeper, scores, signal, false)).total;
+      }
     }
-    return total;
+    return { total, head: evaluated };
   }
 
   async close(): Promise<void> {

@@ -279,6 +279,53 @@ describe("a real llama-server as deployed", () => {
     }
   });
 
+  it("a state asked again after four others is read again at most 10 %: the server's prompt cache keeps it (its defaults)", async () => {
+    // llama-server's defaults but for the context: its host-memory prompt cache (--cache-ram) on, as a user
+    // runs it; docker-compose turns that cache off (--cache-ram 0) for speed, where two slots keep two states.
+    const backend = await llamaServerBackend(bin as string, model, ["--parallel", "2", "-c", "16384", "--metrics"]);
+    const d = deciderFor(backend.url, { upstreamModel: backend.model, maxInflight: 2 });
+    const questions = (round: string) =>
+      Object.fromEntries(
+        Array.from({ length: 16 }, (_, i) => [
+          `q${i}${round}`,
+          { type: "noul", instructions: `Is line ${i}${round} changed?`, criteria: { true: "yes", false: "no" } },
+        ]),
+      );
+    const state = (seed: number) => ({
+      diff: Array.from(
+        { length: 150 },
+        (_, i) => `+  const v${i} = item.compute(${(seed * 31 + i * 7) % 997}, "k${seed}");`,
+      ).join("\n"),
+    });
+    const ask = async (seed: number, round: string) => {
+      const before = await evaluated(backend);
+      const res = await request(d.app)
+        .post("/v1/systemone")
+        .send({ model: "localdecider", state: state(seed), questions: questions(round) });
+      expect(res.status).toBe(200);
+      return { tokens: (await evaluated(backend)) - before, cached: Number(res.headers["x-cached-tokens"]) };
+    };
+    try {
+      const first = await ask(1, "a");
+      for (const seed of [2, 3, 4, 5]) await ask(seed, "o");
+      const again = await ask(1, "b");
+      const tokenized = await fetch(`${backend.url}/tokenize`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ content: state(1).diff }),
+      });
+      const stateTokens = ((await tokenized.json()) as { tokens: number[] }).tokens.length;
+      expect(stateTokens).toBeGreaterThan(1500);
+      // The same number of questions of the same shape: the first request also read the state, the second at most 10 % of it.
+      expect(first.tokens - again.tokens).toBeGreaterThanOrEqual(0.9 * stateTokens);
+      // And said so: the tokens the server took from its cache, in X-Cached-Tokens.
+      expect(again.cached).toBeGreaterThanOrEqual(stateTokens);
+    } finally {
+      await d.close();
+      await backend.stop();
+    }
+  });
+
   it("a greedy token that is a piece of a UTF-8 character (no logprobs from the server) is asked again, and answered within 1e-3 of the engine", async () => {
     const {
       d,

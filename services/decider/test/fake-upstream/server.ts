@@ -77,11 +77,62 @@ export function hash(s: string): number {
   return h;
 }
 
-const JSON_STRING = /"(?:[^"\\]|\\.)*"/;
-const HEADER = new RegExp(`^## Question (q\\d+): (${JSON_STRING.source}) \\(([^)]*)\\)$`);
 /** The assistant prefill of a probe: which key, and what of the value's text it already holds. */
 const PREFILL = /^\{"(q\d+)":( "| )?$/;
-const OPTION = new RegExp(`^- "([A-Z])": (${JSON_STRING.source})`);
+/** A question's line in the prompt (version 4): its key, then its name. */
+const QUESTION_LINE = /^(q\d+) /;
+
+/**
+ * Reads one value of a prompt line at `at`: a JSON value (a string, an object, an array), else plain words up
+ * to the first of the layout's characters (`:`, `;`, `(`, `)`), as decide/prompt.ts writes them.
+ */
+function readText(line: string, at: number): { value: unknown; end: number } {
+  const first = line[at];
+  if (first === '"' || first === "{" || first === "[") {
+    let depth = 0;
+    let inString = false;
+    for (let i = at; i < line.length; i++) {
+      const c = line[i];
+      if (inString) {
+        if (c === "\\") i++;
+        else if (c === '"') inString = false;
+      } else if (c === '"') inString = true;
+      else if (c === "{" || c === "[") depth++;
+      else if (c === "}" || c === "]") depth--;
+      if (!inString && depth === 0) return { value: JSON.parse(line.slice(at, i + 1)), end: i + 1 };
+    }
+    throw new Error(`unterminated JSON in the prompt line ${line}`);
+  }
+  let end = at;
+  while (end < line.length && !":;()".includes(line[end] as string)) end++;
+  // Plain words end before a space that precedes the outcomes' list.
+  const text = line.slice(at, end).replace(/ $/, "");
+  return { value: text, end: at + text.length };
+}
+
+/** The outcomes' list at the end of a question's line: each item's code (its first word) and label. */
+function readOutcomes(line: string, at: number): { code: string; label: string | undefined }[] {
+  const items: { code: string; label: string | undefined }[] = [];
+  let i = at;
+  while (i < line.length && line[i] !== ")") {
+    const code = /^[^ :;)]+/.exec(line.slice(i))?.[0] ?? "";
+    i += code.length;
+    let label: string | undefined;
+    if (line[i] === " " && line.slice(i, i + 4) !== " or ") {
+      const read = readText(line, i + 1);
+      label = String(read.value);
+      i = read.end;
+    } else if (line.slice(i, i + 9) === " or false") {
+      items.push({ code, label: undefined });
+      items.push({ code: "false", label: undefined });
+      return items;
+    }
+    if (line[i] === ":") i = readText(line, i + 2).end;
+    items.push({ code, label });
+    if (line.slice(i, i + 2) === "; ") i += 2;
+  }
+  return items;
+}
 
 export class FakeUpstream {
   flavour: Flavour;
@@ -464,36 +515,57 @@ export class FakeUpstream {
     };
   }
 
-  /** Reads the questions of a prompt from its headers and option lines. */
+  /**
+   * Reads the questions of a prompt from its question lines (decide/prompt.ts, version 4): `q1 <name>:
+   * <instructions> (<outcomes>)`, the kind told by the outcomes (true/false, letters, level numbers).
+   */
   static asked(body: Record<string, unknown>): AskedQuestion[] {
     const messages = body.messages as { role: string; content: string }[];
     const user = messages.find((m) => m.role === "user")?.content ?? "";
+    const lines = user.split("\n");
     const out: AskedQuestion[] = [];
-    let current: AskedQuestion | undefined;
-    for (const line of user.split("\n")) {
-      const header = HEADER.exec(line);
-      if (header) {
-        const title = header[3] as string;
-        const kind = title.startsWith("yes/no") ? "noul" : title.startsWith("score") ? "score" : "choice";
-        const levels = kind === "score" ? Number(/0-(\d+)/.exec(title)?.[1]) + 1 : 0;
-        const codes: (string | number | boolean)[] =
-          kind === "noul" ? [true, false] : kind === "score" ? Array.from({ length: levels }, (_, i) => i) : [];
-        current = {
-          key: header[1] as string,
-          name: JSON.parse(header[2] as string) as string,
-          kind,
-          codes,
-          labels: kind === "choice" ? [] : codes.map(String),
-          title,
-        };
-        out.push(current);
-        continue;
+    for (const line of lines.slice(lines.indexOf("QUESTIONS:") + 1)) {
+      const key = QUESTION_LINE.exec(line)?.[1];
+      if (key === undefined) continue;
+      const named = readText(line, key.length + 1);
+      let i = named.end;
+      let title = "";
+      if (line[i] === ":") {
+        i += 2;
+        const round = /^\[(options group \d+ of \d+|final round among the groups' best options)\] /.exec(line.slice(i));
+        if (round) {
+          title = round[1]?.startsWith("final") ? "final round among the best options" : (round[1] as string);
+          i += round[0].length;
+        }
+        i = readText(line, i).end;
       }
-      const option = OPTION.exec(line);
-      if (option && current?.kind === "choice") {
-        current.codes.push(option[1] as string);
-        current.labels.push(JSON.parse(option[2] as string) as string);
+      const outcomes = line.slice(i, i + 2) === " (" ? readOutcomes(line, i + 2) : [];
+      const first = outcomes[0]?.code;
+      const kind = first === "true" || first === "false" ? "noul" : first === "0" ? "score" : "choice";
+      const codes: (string | number | boolean)[] =
+        kind === "noul" ? [true, false] : kind === "score" ? outcomes.map((_, level) => level) : [];
+      const question: AskedQuestion = {
+        key,
+        name: String(named.value),
+        kind,
+        codes,
+        labels: kind === "choice" ? [] : codes.map(String),
+        title:
+          kind === "noul"
+            ? "yes/no"
+            : kind === "score"
+              ? `score 0-${codes.length - 1}`
+              : title === ""
+                ? "choice"
+                : `choice, ${title}`,
+      };
+      if (kind === "choice") {
+        for (const o of outcomes) {
+          question.codes.push(o.code);
+          question.labels.push(o.label as string);
+        }
       }
+      out.push(question);
     }
     return out;
   }

@@ -1,6 +1,9 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import type { Part } from "../../src/decide/plan";
+import { readingOf } from "../../src/decide/probe";
 import type { Alternative, Reading } from "../../src/upstream/types";
+import { FakeUpstream } from "../fake-upstream/server";
 
 /**
  * The recordings of a real llama-server (b10573) kept with the tests that read them
@@ -64,7 +67,29 @@ function positionsOf(
   return out;
 }
 
-/** Every value position of every recorded 200 chat answer (exchanges and probes). */
+/**
+ * The value position of a recorded probe (the decider's chat call: its prompt's questions, then an assistant
+ * message prefilled up to the value of one of them): the one token the server answered there, with its
+ * alternatives, read the way the decider reads that question (its kind and codes from the prompt's line).
+ */
+function probePosition(file: string, request: Record<string, unknown>, response: Record<string, unknown>) {
+  const { question } = FakeUpstream.probed(request);
+  const part = { kind: question.kind, options: question.codes.map((code) => ({ code })) } as unknown as Part;
+  const choices = response.choices as { logprobs: { content: RecordedToken[] } }[];
+  const token = choices[0]?.logprobs.content[0];
+  if (token === undefined) return [];
+  return [
+    {
+      file,
+      key: question.key,
+      reading: readingOf(part),
+      emitted: token.token,
+      alternatives: token.top_logprobs.map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes })),
+    },
+  ];
+}
+
+/** Every value position of every recorded 200 chat answer (the decider's probes, and the hand-written probes). */
 export function recordedValuePositions(): ValuePosition[] {
   const out: ValuePosition[] = [];
   for (const name of readdirSync(path.join(RECORDINGS, "exchanges")).sort()) {
@@ -75,7 +100,18 @@ export function recordedValuePositions(): ValuePosition[] {
       response: string;
     };
     if (exchange.status !== 200 || !exchange.url.includes("chat")) continue;
-    out.push(...positionsOf(`exchanges/${name}`, JSON.parse(exchange.request), JSON.parse(exchange.response)));
+    const request = JSON.parse(exchange.request) as Record<string, unknown>;
+    const response = JSON.parse(exchange.response) as Record<string, unknown>;
+    // Recorded with prompt version 1 (one call answering every question under a JSON schema): each value.
+    if (request.response_format !== undefined) {
+      out.push(...positionsOf(`exchanges/${name}`, request, response));
+      continue;
+    }
+    // Recorded by bench/record-llama-server.ts (the decider's probes); the start-up check's own calls (a
+    // one-character prefill) are no question's probe.
+    const last = (request.messages as { role: string; content: string }[]).at(-1);
+    if (last?.role !== "assistant" || !/^\{"q\d+":/.test(last.content)) continue;
+    out.push(...probePosition(`exchanges/${name}`, request, response));
   }
   for (const name of ["b_ans", "b_bias", "b_tiny"]) {
     const request = JSON.parse(readFileSync(path.join(RECORDINGS, "probes", `req_${name}.json`), "utf8"));
