@@ -123,7 +123,8 @@ describe("POST /v1/decisions through openai@7.59.0, in front of a chat model ser
       '## "4. function call output (call_id c1)"\nshipped yesterday',
       '## "5. user message"\n{\n  "order": 42,\n  "priority": "high"\n}',
       '## "6. assistant message"\nLet me check.',
-      'Instructions: "Is the customer upset?"',
+      // Prompt version 4: one line per question, its instructions after its key and name.
+      "q1 question 1: Is the customer upset? (true or false)",
     ].map((text) => prompt.indexOf(text));
     expect(order.every((at) => at >= 0)).toBe(true);
     expect([...order].sort((a, b) => a - b)).toStrictEqual(order);

@@ -2,7 +2,7 @@ import type { JsonValue } from "@localdecider/contracts";
 import type { Entry, ImageAsset } from "@localdecider/contracts/decider";
 import { classifyNativeStatus } from "./failure";
 import { createHttpTransport, type HttpRequest } from "./http-fetch";
-import { errorMessage, type NativeResponse, postJson } from "./native-post";
+import { errorMessage, type NativeAdapterOptions, type NativeResponse, postJson } from "./native-post";
 import { OptionLimits, readRefusal, widestChoice } from "./option-limits";
 import {
   type NativeCall,
@@ -13,18 +13,8 @@ import {
   UpstreamError,
 } from "./types";
 
-export interface DecisionsUpstreamOptions {
-  /** The server's address with `/v1` (the route is `{baseURL}/decisions`). */
-  baseURL: string;
-  /** The Authorization header to send (see upstreamAuthorization), or none. */
-  authorization: string | undefined;
-  /** Told when the server answers 501: it cannot serve the model (vLLM). */
-  onNotDecisionModel?: () => void;
-  /** The clock learnt option limits expire by (tests move it); Date.now by default. */
-  now?: () => number;
-  /** LOCALDECIDER_UPSTREAM_MAX_BODY (default DEFAULT_UPSTREAM_MAX_BODY). */
-  maxBodyBytes?: number;
-}
+/** The route is `{baseURL}/decisions`; a 501 means the server cannot serve the model (vLLM). */
+export type DecisionsUpstreamOptions = NativeAdapterOptions;
 
 /**
  * The most choices one question may have in OpenAI's Decisions dialect (openai 7.59.0, resources/decisions.d.ts:

@@ -2,6 +2,20 @@ import { classifyTransport, retryOnNewConnection } from "./failure";
 import type { HttpRequest } from "./http-fetch";
 import { UpstreamError } from "./types";
 
+/** What a native adapter (System One or Decisions) is built with. */
+export interface NativeAdapterOptions {
+  /** The server's address with `/v1`. */
+  baseURL: string;
+  /** The Authorization header to send (see upstreamAuthorization), or none. */
+  authorization: string | undefined;
+  /** Told when the server answers 501 for a call without images: it cannot serve the model (any more). */
+  onNotDecisionModel?: () => void;
+  /** The clock learnt option limits expire by (tests move it); Date.now by default. */
+  now?: () => number;
+  /** LOCALDECIDER_UPSTREAM_MAX_BODY (default DEFAULT_UPSTREAM_MAX_BODY). */
+  maxBodyBytes?: number;
+}
+
 /** A native server's answer to one call: its status, its body as text, its Retry-After. */
 export interface NativeResponse {
   status: number;

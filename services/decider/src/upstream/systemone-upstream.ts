@@ -2,7 +2,7 @@ import type { JsonValue } from "@localdecider/contracts";
 import { IMAGES_HEADER } from "@localdecider/contracts/decider";
 import { classifyNativeStatus } from "./failure";
 import { createHttpTransport, type HttpRequest } from "./http-fetch";
-import { errorMessage, type NativeResponse, postJson } from "./native-post";
+import { errorMessage, type NativeAdapterOptions, type NativeResponse, postJson } from "./native-post";
 import { OptionLimits, readRefusal, widestChoice } from "./option-limits";
 import type { ServerKind } from "./server-profile";
 import {
@@ -14,18 +14,8 @@ import {
   UpstreamError,
 } from "./types";
 
-export interface SystemOneUpstreamOptions {
-  /** The server's address with `/v1` (the route is `{baseURL}/systemone`). */
-  baseURL: string;
-  /** The Authorization header to send (see upstreamAuthorization), or none. */
-  authorization: string | undefined;
-  /** Told when the server answers 501 for a call without images: its model is not a decision model (any more). */
-  onNotDecisionModel?: () => void;
-  /** The clock learnt option limits expire by (tests move it); Date.now by default. */
-  now?: () => number;
-  /** LOCALDECIDER_UPSTREAM_MAX_BODY (default DEFAULT_UPSTREAM_MAX_BODY). */
-  maxBodyBytes?: number;
-}
+/** The route is `{baseURL}/systemone`; a 501 for a call without images means the model is not a decision model (any more). */
+export type SystemOneUpstreamOptions = NativeAdapterOptions;
 
 /**
  * Options one question may have, per model type, as llama.cpp documents them (tools/server/README.md, "POST
