@@ -17,6 +17,16 @@ function lockedEngines(): { id: string; node: string }[] {
   );
 }
 
+/**
+ * Packages that declare a newer Node and are installed anyway, each for the tests only (a devDependency that
+ * no deployed service loads), with why. openai 7.x declares Node >= 22; its `client.decisions.create` is the
+ * official client of OpenAI's Decisions dialect, which the decider's tests call it through (issue 31). It ran
+ * on Node 20.20 in every test here; the decider's own chat client stays on openai 6.x for Node 20.
+ */
+const TEST_ONLY_NEWER_NODE: Record<string, { package: string; alias: string; spec: string }> = {
+  "openai@7.59.0": { package: "services/decider/package.json", alias: "openai7", spec: "npm:openai@7.59.0" },
+};
+
 describe("the Node versions the README promises", () => {
   const root = JSON.parse(readRepoFile("package.json")) as { engines: { node: string } };
   const oldest = semver.minVersion(root.engines.node)?.version ?? "";
@@ -33,8 +43,22 @@ describe("the Node versions the README promises", () => {
     const engines = lockedEngines();
     expect(engines.length).toBeGreaterThan(50);
     const refusing = engines.filter(
-      (e) => !semver.satisfies(oldest, e.node) || !semver.satisfies(process.versions.node, e.node),
+      (e) =>
+        !(e.id in TEST_ONLY_NEWER_NODE) &&
+        (!semver.satisfies(oldest, e.node) || !semver.satisfies(process.versions.node, e.node)),
     );
     expect(refusing).toStrictEqual([]);
+  });
+
+  it("a package let through for the tests only is a devDependency, under its alias, and no service's dependency", () => {
+    for (const [id, where] of Object.entries(TEST_ONLY_NEWER_NODE)) {
+      const manifest = JSON.parse(readRepoFile(where.package)) as {
+        dependencies?: Record<string, string>;
+        devDependencies?: Record<string, string>;
+      };
+      expect({ id, dev: manifest.devDependencies?.[where.alias] }).toStrictEqual({ id, dev: where.spec });
+      expect(Object.values(manifest.dependencies ?? {})).not.toContain(where.spec);
+      expect(Object.keys(manifest.dependencies ?? {})).not.toContain(where.alias);
+    }
   });
 });
