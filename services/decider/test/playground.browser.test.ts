@@ -489,7 +489,7 @@ describe("the playground in Chromium, OpenAI Decisions", () => {
     await s?.close();
   });
 
-  /** An answer in the documented shapes (/work/shared/DECISIONS.md): answers in question order. */
+  /** An answer in the documented shapes (the shared DECISIONS.md, and docs/decisions.md): answers in question order. */
   const decision = {
     model: "localdecider",
     answers: [
