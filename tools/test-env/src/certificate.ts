@@ -41,9 +41,20 @@ function oid(dotted: string): Buffer {
   return der(0x06, Buffer.from(bytes));
 }
 
-/** A non-negative INTEGER from big-endian bytes (a leading zero keeps the sign bit clear). */
-function unsigned(bytes: Buffer): Buffer {
-  return der(0x02, bytes[0] !== undefined && bytes[0] >= 0x80 ? Buffer.concat([Buffer.from([0]), bytes]) : bytes);
+/**
+ * A non-negative INTEGER from big-endian bytes, in DER's one form: no leading zero byte unless the next one has
+ * its top bit set (which would read as negative). OpenSSL refuses any other ("asn1 encoding routines::illegal
+ * padding"): a random 16-byte serial starting 0x00 then below 0x80, one certificate in 512, made a test fail.
+ */
+export function derUnsigned(bytes: Buffer): Buffer {
+  let start = 0;
+  while (start < bytes.length - 1 && bytes[start] === 0) start++;
+  const minimal = bytes.subarray(start);
+  const first = minimal[0] ?? 0;
+  return der(
+    0x02,
+    minimal.length === 0 ? Buffer.from([0]) : first >= 0x80 ? Buffer.concat([Buffer.from([0]), minimal]) : minimal,
+  );
 }
 
 /** UTCTime (YYMMDDHHMMSSZ), the form for dates before 2050. */
@@ -105,7 +116,7 @@ export function selfSignedCertificate(
   const now = Date.now();
   const tbs = sequence(
     explicit(0, der(0x02, Buffer.from([2]))), // v3
-    unsigned(randomBytes(16)),
+    derUnsigned(randomBytes(16)),
     ecdsaWithSha256,
     name(commonName),
     sequence(utcTime(new Date(now - 3_600_000)), utcTime(new Date(now + (options.days ?? 1) * 86_400_000))),

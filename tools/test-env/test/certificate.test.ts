@@ -2,7 +2,7 @@ import { X509Certificate } from "node:crypto";
 import { createServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import tls from "node:tls";
-import { selfSignedCertificate } from "../src/certificate";
+import { derUnsigned, selfSignedCertificate } from "../src/certificate";
 
 /** An HTTPS server on loopback with the certificate; resolves its port. */
 async function httpsServer(key: string, cert: string) {
@@ -26,7 +26,40 @@ function get(port: number, ca: string, servername?: string): Promise<string> {
   });
 }
 
+describe("derUnsigned", () => {
+  it.each<[number[], number[]]>([
+    [[0x12], [0x02, 0x01, 0x12]],
+    [
+      [0x00, 0x12],
+      [0x02, 0x01, 0x12],
+    ],
+    [
+      [0x00, 0x00, 0x7f, 0x01],
+      [0x02, 0x02, 0x7f, 0x01],
+    ],
+    [[0x80], [0x02, 0x02, 0x00, 0x80]],
+    [
+      [0x00, 0x00, 0x80],
+      [0x02, 0x02, 0x00, 0x80],
+    ],
+    [[0x00], [0x02, 0x01, 0x00]],
+    [
+      [0x00, 0x00],
+      [0x02, 0x01, 0x00],
+    ],
+  ])("writes %j in DER's one form, %j", (bytes, encoded) => {
+    expect([...derUnsigned(Buffer.from(bytes))]).toStrictEqual(encoded);
+  });
+});
+
 describe("selfSignedCertificate", () => {
+  it("makes certificates OpenSSL always loads: 300 in a row, whatever their random serial", () => {
+    for (let i = 0; i < 300; i++) {
+      const { key, cert } = selfSignedCertificate();
+      expect(() => tls.createSecureContext({ key, cert })).not.toThrow();
+    }
+  });
+
   it("makes a v3 certificate that node:crypto reads: self-issued, self-verifying, for 127.0.0.1, a CA, valid now", () => {
     const { key, cert } = selfSignedCertificate();
     const x509 = new X509Certificate(cert);
