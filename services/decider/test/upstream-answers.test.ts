@@ -3,7 +3,7 @@ import request from "supertest";
 import { BodyTooLargeError } from "../src/upstream/body-limit";
 import { createHttpTransport } from "../src/upstream/http-fetch";
 import { ModelListProbe } from "../src/upstream/readiness";
-import { type Harness, harness, waitFor } from "./helpers";
+import { deciderFor, type Harness, harness, waitFor } from "./helpers";
 import { streamHugeAnswer } from "./huge-body";
 import { closeAbruptly, listenOnLoopback } from "./loopback-server";
 import { mixedQuestions, type NativeHarness, nativeHarness } from "./native/harness";
@@ -155,6 +155,36 @@ describe("the model list check", () => {
     expect(result).toMatchObject({ ready: false, modelMissing: false });
     expect(result.ready === false && result.message).toContain("redirect (HTTP 302)");
     expect(otherAsked).toBe(0);
+  });
+
+  it("a Decisions server whose start-up probe redirects elsewhere is not ready; the other host is never asked", async () => {
+    let otherAsked = 0;
+    const other = await rawServer((_req, res) => {
+      otherAsked += 1;
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ model: "test-model", answers: [{ type: "predicate", name: "check", probability: 0.5 }] }),
+      );
+    });
+    const redirecting = await rawServer((req, res) => {
+      if (req.url === "/v1/models") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ object: "list", data: [{ id: "test-model", object: "model", owned_by: "someone" }] }));
+        return;
+      }
+      res.writeHead(307, { location: `${other.url}${req.url}` });
+      res.end();
+    });
+    servers.push(other.server, redirecting.server);
+    const d = deciderFor(redirecting.url, { protocol: "decisions" });
+    try {
+      const ready = await request(d.app).get("/ready");
+      expect(ready.status).toBe(503);
+      expect(JSON.stringify(ready.body)).toContain("HTTP 307");
+      expect(otherAsked).toBe(0);
+    } finally {
+      await d.close();
+    }
   });
 
   it("a model list past the cap is not ready, and is not read whole", async () => {

@@ -1,4 +1,4 @@
-import { fetchChecked } from "./body-limit";
+import { type CheckedAnswer, fetchChecked } from "./body-limit";
 import type { Readiness } from "./readiness";
 import type { ServerKind } from "./server-profile";
 import type { Protocol } from "./types";
@@ -143,16 +143,8 @@ export type DecisionsProbe =
  * no answer decides nothing: it throws (asked again at the next check).
  */
 export async function probeDecisions(query: ProtocolQuery): Promise<DecisionsProbe> {
-  const response = await fetch(`${query.baseURL}/decisions`, {
-    method: "POST",
-    headers: headersOf(query, true),
-    body: JSON.stringify({ model: query.model, ...DECISIONS_PROBE_BODY }),
-    signal: AbortSignal.timeout(query.timeoutMs),
-  });
-  const text = await response.text();
-  if (response.status === 429 || (response.status >= 500 && response.status !== 501)) {
-    throw new Error(`POST ${query.baseURL}/decisions answered HTTP ${response.status}`);
-  }
+  const response = await probePost(query, "decisions", DECISIONS_PROBE_BODY);
+  const text = response.text;
   const body = parsed(text);
   const message = text.slice(0, 500);
   if (query.kind === "sglang" && response.status !== 404)
@@ -267,25 +259,35 @@ async function ollamaDecisionModels(query: ProtocolQuery, ids: readonly string[]
 
 /** One `POST /v1/systemone` with PROBE_BODY: whether the server speaks System One for the model, and its status. */
 async function probeSystemOne(query: ProtocolQuery): Promise<{ native: boolean; status: number; message: string }> {
-  const response = await fetchChecked(
-    `${query.baseURL}/systemone`,
-    {
-      method: "POST",
-      headers: headersOf(query, true),
-      body: JSON.stringify({ model: query.model, ...PROBE_BODY }),
-      signal: AbortSignal.timeout(query.timeoutMs),
-    },
-    query.maxBodyBytes,
-  );
+  const response = await probePost(query, "systemone", PROBE_BODY);
   const text = response.text;
-  if (response.status === 429 || (response.status >= 500 && response.status !== 501)) {
-    throw new Error(`POST ${query.baseURL}/systemone answered HTTP ${response.status}`);
-  }
   if (response.status === 200) {
     const body = parsed(text);
     return { native: isObject(body) && isObject(body.answers), status: 200, message: "" };
   }
   return { native: response.status === 422, status: response.status, message: text.slice(0, 500) };
+}
+
+/**
+ * One start-up probe, `POST {baseURL}/{path}` with the model and `body`, read as every check is (no redirect
+ * followed, at most LOCALDECIDER_UPSTREAM_MAX_BODY). A 429, a 5xx (but 501) or no answer decides nothing: it
+ * throws, and the server is asked again at its next check.
+ */
+async function probePost(query: ProtocolQuery, path: string, body: object): Promise<CheckedAnswer> {
+  const response = await fetchChecked(
+    `${query.baseURL}/${path}`,
+    {
+      method: "POST",
+      headers: headersOf(query, true),
+      body: JSON.stringify({ model: query.model, ...body }),
+      signal: AbortSignal.timeout(query.timeoutMs),
+    },
+    query.maxBodyBytes,
+  );
+  if (response.status === 429 || (response.status >= 500 && response.status !== 501)) {
+    throw new Error(`POST ${query.baseURL}/${path} answered HTTP ${response.status}`);
+  }
+  return response;
 }
 
 async function request(query: ProtocolQuery, method: "GET" | "POST", url: string, body?: unknown): Promise<unknown> {
