@@ -106,7 +106,7 @@ export class Decider {
     }
     this.heldBytes += weight;
     try {
-      const reservation = await this.admit(plan, target.except, signal, task.cacheKey);
+      const reservation = await this.admit(plan, target.except, signal, cacheKey);
       const run: RequestRun = {
         plan,
         model: target.model,
