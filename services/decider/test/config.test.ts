@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { DECIDER_ERROR_STATUS } from "@localdecider/contracts/decider";

@@ -1,9 +1,8 @@
 import { hostPolicy, parseAllowedHosts } from "@localdecider/service-kit";
 import request from "supertest";
 import { HOST_NOT_ALLOWED_MESSAGE } from "../src/app";
-import { FakeUpstream } from "./fake-upstream/server";
 import { type Harness, harness } from "./helpers";
-import { DeciderProcess } from "./shared/processes";
+import { processesInFrontOfFake } from "./shared/processes";
 
 // DNS rebinding: a page on the attacker's name, its DNS record switched to 127.0.0.1, sends decisions
 // through the user's browser and reads the answers. The browser sends the attacker's name as Host.
@@ -88,29 +87,7 @@ describe("the Host check with LOCALDECIDER_API_KEY set", () => {
 });
 
 describe("the built service process", () => {
-  let fake: FakeUpstream;
-  let upstream: string;
-  const deciders: DeciderProcess[] = [];
-
-  beforeAll(async () => {
-    fake = new FakeUpstream({ flavour: "vllm", models: ["test-model"] });
-    upstream = await fake.start();
-  });
-
-  afterAll(async () => {
-    await Promise.all(deciders.map((d) => d.stop()));
-    await fake.stop();
-  });
-
-  const start = async (env: Record<string, string>) => {
-    const decider = new DeciderProcess({
-      LOCALDECIDER_UPSTREAM: upstream,
-      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
-      ...env,
-    });
-    deciders.push(decider);
-    return decider.start();
-  };
+  const start = processesInFrontOfFake();
 
   it("with the default config, refuses a rebound name and answers its loopback names, saying so at start", async () => {
     const decider = await start({});

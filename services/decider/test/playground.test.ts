@@ -5,9 +5,8 @@ import request from "supertest";
 import { HOST_NOT_ALLOWED_MESSAGE } from "../src/app";
 import { configSchema, isLoopbackHost, playgroundEnabled } from "../src/config";
 import { PLAYGROUND_CSP, PLAYGROUND_DIR } from "../src/playground";
-import { FakeUpstream } from "./fake-upstream/server";
 import { type Harness, harness } from "./helpers";
-import { DeciderProcess } from "./shared/processes";
+import { processesInFrontOfFake } from "./shared/processes";
 
 // What the page is served with. Its behaviour in a browser: playground.browser.test.ts.
 
@@ -165,29 +164,7 @@ describe("LOCALDECIDER_PLAYGROUND", () => {
 });
 
 describe("the built service process", () => {
-  let fake: FakeUpstream;
-  let upstream: string;
-  const deciders: DeciderProcess[] = [];
-
-  beforeAll(async () => {
-    fake = new FakeUpstream({ flavour: "vllm", models: ["test-model"] });
-    upstream = await fake.start();
-  });
-
-  afterAll(async () => {
-    await Promise.all(deciders.map((d) => d.stop()));
-    await fake.stop();
-  });
-
-  const start = async (env: Record<string, string>) => {
-    const decider = new DeciderProcess({
-      LOCALDECIDER_UPSTREAM: upstream,
-      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
-      ...env,
-    });
-    deciders.push(decider);
-    return decider.start();
-  };
+  const start = processesInFrontOfFake();
 
   // The rule itself is playgroundEnabled's (above); here, that main.ts applies it. Two processes: a few
   // seconds each to start on a busy machine.

@@ -6,6 +6,7 @@ import { spawnTracked } from "@localdecider/test-env/processes";
 import { redisProgramsFromEnv, type StartedRedis, startRedis } from "@localdecider/test-env/redis";
 import Redis from "ioredis";
 import { stopProcess } from "../engine/backends";
+import { FakeUpstream } from "../fake-upstream/server";
 import { TEST_REDIS, waitFor } from "../helpers";
 
 export { freePort } from "../engine/backends";
@@ -82,6 +83,34 @@ export class DeciderProcess {
  * A redis-server of the test's own on a loopback port, keeping nothing on disk (the shared one is untouched):
  * the program the global setup found (the machine's, or Debian's packages; test/setup/redis.ts).
  */
+/**
+ * For the describe block that calls it: a fake chat server (vLLM flavour, model `test-model`) for the whole
+ * block, and `start(env)`, a built decider process in front of it with `env` on top; every process started
+ * and the fake are stopped after the block.
+ */
+export function processesInFrontOfFake(): (env: Record<string, string>) => Promise<DeciderProcess> {
+  let fake: FakeUpstream;
+  let upstream: string;
+  const deciders: DeciderProcess[] = [];
+  beforeAll(async () => {
+    fake = new FakeUpstream({ flavour: "vllm", models: ["test-model"] });
+    upstream = await fake.start();
+  });
+  afterAll(async () => {
+    await Promise.all(deciders.map((d) => d.stop()));
+    await fake.stop();
+  });
+  return async (env) => {
+    const decider = new DeciderProcess({
+      LOCALDECIDER_UPSTREAM: upstream,
+      LOCALDECIDER_UPSTREAM_MODEL: "test-model",
+      ...env,
+    });
+    deciders.push(decider);
+    return decider.start();
+  };
+}
+
 export class OwnRedis {
   private started: StartedRedis | undefined;
   constructor(readonly port: number) {}
